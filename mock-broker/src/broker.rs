@@ -1,0 +1,216 @@
+//! [`MockBroker`]: the reference broker as a value a program or a test owns.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::clock::{Clock, SystemClock};
+use crate::engine::Engine;
+use crate::store;
+use crate::writer::{StatsSnapshot, WriterThread};
+
+/// Where the broker keeps its data.
+#[derive(Debug, Clone)]
+pub enum Storage {
+    /// A throwaway database in memory.
+    InMemory,
+    /// A redb file, created if missing; data survives restarts.
+    File(PathBuf),
+}
+
+/// Why a broker did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The database could not be opened (locked by another broker, unreadable, ...).
+    #[error("cannot open the database: {0}")]
+    Storage(#[from] store::StoreError),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Configures a [`MockBroker`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+/// use queen_mock_broker::MockBroker;
+/// let broker = MockBroker::builder().in_memory().start().await?;
+/// assert!(broker.url().starts_with("http://127.0.0.1:"));
+/// broker.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct MockBrokerBuilder {
+    storage: Storage,
+    listen: SocketAddr,
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for MockBrokerBuilder {
+    fn default() -> Self {
+        Self {
+            storage: Storage::InMemory,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl MockBrokerBuilder {
+    /// Keeps data in memory (the default).
+    pub fn in_memory(mut self) -> Self {
+        self.storage = Storage::InMemory;
+        self
+    }
+
+    /// Keeps data in a redb file at `path`.
+    pub fn data_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.storage = Storage::File(path.into());
+        self
+    }
+
+    /// Listens on `addr` (default `127.0.0.1:0`, a free port).
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.listen = addr;
+        self
+    }
+
+    /// Reads time from `clock` (default: the system clock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Opens storage, binds, and starts serving.
+    pub async fn start(self) -> Result<MockBroker, StartError> {
+        let path = match &self.storage {
+            Storage::InMemory => None,
+            Storage::File(p) => Some(p.clone()),
+        };
+        let db = tokio::task::spawn_blocking(move || store::open(path.as_deref()))
+            .await
+            .expect("open task")?;
+        let listener = TcpListener::bind(self.listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: self.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: self.listen,
+            source,
+        })?;
+        let (engine, writer) = Engine::start(db, self.clock);
+        let app = crate::http::router(engine.clone());
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let closing = engine.clone();
+        let server = tokio::spawn(async move {
+            let stopped = async move {
+                let _ = stop_rx.await;
+                closing.close();
+            };
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(stopped)
+                .await
+            {
+                tracing::error!(error = %e, "server stopped with an error");
+            }
+        });
+        tracing::info!(%addr, "queen mock broker listening");
+        Ok(MockBroker {
+            addr,
+            engine: Some(engine),
+            stop: Some(stop_tx),
+            server: Some(server),
+            writer: Some(writer),
+        })
+    }
+}
+
+/// A running reference broker.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+/// use queen_mock_broker::MockBroker;
+/// let broker = MockBroker::start_in_memory().await?;
+/// let health = reqwest::get(format!("{}/health", broker.url())).await?;
+/// assert!(health.status().is_success());
+/// broker.shutdown().await;
+/// # Ok(()) }
+/// ```
+pub struct MockBroker {
+    addr: SocketAddr,
+    engine: Option<Engine>,
+    stop: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<()>>,
+    writer: Option<WriterThread>,
+}
+
+impl MockBroker {
+    /// A builder with defaults: in memory, a free loopback port, the system clock.
+    pub fn builder() -> MockBrokerBuilder {
+        MockBrokerBuilder::default()
+    }
+
+    /// Starts an in-memory broker on a free port.
+    pub async fn start_in_memory() -> Result<MockBroker, StartError> {
+        Self::builder().start().await
+    }
+
+    /// The base URL, such as `http://127.0.0.1:40123`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Group-commit figures since start.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.engine.as_ref().map(Engine::stats).unwrap_or_default()
+    }
+
+    /// The engine, for in-process use without HTTP (benchmarks, inspection).
+    pub fn engine(&self) -> &Engine {
+        self.engine.as_ref().expect("engine present until shutdown")
+    }
+
+    /// Stops taking connections, lets in-flight requests finish (waiting pops return
+    /// empty), commits what the writer holds, and closes the database.
+    pub async fn shutdown(mut self) {
+        self.stop_now().await;
+    }
+
+    async fn stop_now(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+        // The last engine handle closes the writer's queue; it then drains and exits.
+        self.engine.take();
+        if let Some(writer) = self.writer.take() {
+            let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+        }
+    }
+}
+
+impl Drop for MockBroker {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}

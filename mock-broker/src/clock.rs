@@ -1,0 +1,149 @@
+//! Time, read through one abstraction.
+//!
+//! Leases, TTLs, the dedup window, message visibility and timers all depend on time.
+//! The engine never calls `SystemTime::now()` itself: it asks a [`Clock`], so a test can
+//! use a [`ManualClock`] and move time forward instead of sleeping.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use tokio::sync::Notify;
+
+/// Microseconds since the Unix epoch, UTC. The broker's one unit of time.
+pub type Micros = i64;
+
+/// A source of the current time.
+///
+/// ```
+/// use queen_mock_broker::{Clock, ManualClock};
+/// let clock = ManualClock::starting_at(1_000_000);
+/// clock.advance(std::time::Duration::from_secs(2));
+/// assert_eq!(clock.now_micros(), 3_000_000);
+/// ```
+pub trait Clock: Send + Sync + fmt::Debug + 'static {
+    /// The current time in microseconds since the Unix epoch.
+    fn now_micros(&self) -> Micros;
+
+    /// Resolves when the clock jumps (a [`ManualClock`] moved by hand), so waiters whose
+    /// deadlines depend on broker time re-check. The system clock never jumps: it pends forever.
+    fn jumped(&self) -> Option<&Notify> {
+        None
+    }
+}
+
+/// The wall clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_micros(&self) -> Micros {
+        let d = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        d.as_micros() as Micros
+    }
+}
+
+/// A clock that only moves when told to. Cheap to clone; clones share one time.
+///
+/// ```
+/// use queen_mock_broker::{Clock, ManualClock};
+/// let clock = ManualClock::new();
+/// let before = clock.now_micros();
+/// clock.advance(std::time::Duration::from_millis(1500));
+/// assert_eq!(clock.now_micros() - before, 1_500_000);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    inner: Arc<ManualInner>,
+}
+
+#[derive(Debug)]
+struct ManualInner {
+    now: AtomicI64,
+    jumped: Notify,
+}
+
+impl ManualClock {
+    /// A manual clock starting at the current wall-clock time.
+    pub fn new() -> Self {
+        Self::starting_at(SystemClock.now_micros())
+    }
+
+    /// A manual clock starting at `micros` since the Unix epoch.
+    pub fn starting_at(micros: Micros) -> Self {
+        Self {
+            inner: Arc::new(ManualInner {
+                now: AtomicI64::new(micros),
+                jumped: Notify::new(),
+            }),
+        }
+    }
+
+    /// Moves time forward by `by` and wakes everything waiting on broker time.
+    pub fn advance(&self, by: Duration) {
+        self.inner
+            .now
+            .fetch_add(by.as_micros() as Micros, Ordering::SeqCst);
+        self.inner.jumped.notify_waiters();
+    }
+
+    /// Sets the time. Moving it backwards is allowed but leases and windows then behave
+    /// as a real broker would after a clock step: use with care.
+    pub fn set(&self, micros: Micros) {
+        self.inner.now.store(micros, Ordering::SeqCst);
+        self.inner.jumped.notify_waiters();
+    }
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_micros(&self) -> Micros {
+        self.inner.now.load(Ordering::SeqCst)
+    }
+
+    fn jumped(&self) -> Option<&Notify> {
+        Some(&self.inner.jumped)
+    }
+}
+
+/// Renders a time as ISO-8601 UTC with microseconds and `Z`: `2026-10-02T09:14:03.512887Z`.
+pub fn format_iso(micros: Micros) -> String {
+    let dt = OffsetDateTime::from_unix_timestamp_nanos(micros as i128 * 1000)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+    let fmt = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z"
+    );
+    dt.format(&fmt)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00.000000Z".into())
+}
+
+/// Parses an RFC 3339 time (`Z` or an offset such as `+00:00`) into microseconds.
+pub fn parse_iso(s: &str) -> Option<Micros> {
+    let dt = OffsetDateTime::parse(s, &Rfc3339).ok()?;
+    i64::try_from(dt.unix_timestamp_nanos() / 1000).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_round_trips_with_microseconds() {
+        let t = 1_790_000_000_123_456;
+        let s = format_iso(t);
+        assert!(s.ends_with('Z') && s.contains(".123456"), "{s}");
+        assert_eq!(parse_iso(&s), Some(t));
+        assert_eq!(parse_iso(&s.replace('Z', "+00:00")), Some(t));
+        assert_eq!(parse_iso("yesterday"), None);
+    }
+}

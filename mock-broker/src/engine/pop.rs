@@ -1,0 +1,281 @@
+//! Claiming messages: one live lease per (partition, group), strict order, redelivery.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::consumers::{self, StartAt};
+use super::ids;
+use super::queues::{PartitionEntry, Settings, get_queue, list_partitions, partition_key};
+use crate::error::EngineError;
+use crate::store::keys::{Key, KeyReader};
+use crate::store::records::{
+    ConsumerRecord, LeaseRecord, LeaseState, MessageRecord, PartitionRecord, QueueRecord,
+};
+use crate::store::{StoreError, T, Tx, records};
+
+/// Which partitions a pop may claim from.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Any partition of the queue with work.
+    Queue(String),
+    /// One named partition.
+    Partition(String, String),
+    /// Any queue whose namespace and task match the given ones.
+    Discovery {
+        /// Required namespace, when given.
+        namespace: Option<String>,
+        /// Required task, when given.
+        task: Option<String>,
+    },
+}
+
+/// A parsed pop request.
+#[derive(Debug, Clone)]
+pub struct PopRequest {
+    /// Where to claim from.
+    pub target: Target,
+    /// Most messages to deliver, across every claimed partition.
+    pub batch: usize,
+    /// Whose cursor and lease.
+    pub group: String,
+    /// Where a new named group starts.
+    pub start: StartAt,
+    /// Commit at delivery: no lease.
+    pub auto_ack: bool,
+    /// Lease length; the queue's `leaseTime` when absent.
+    pub lease_seconds: Option<i64>,
+    /// Most partitions claimed under one lease.
+    pub partitions: usize,
+}
+
+/// One delivered message.
+#[derive(Debug, Clone)]
+pub struct Delivered {
+    /// Its queue.
+    pub queue: String,
+    /// Its partition's name.
+    pub partition: String,
+    /// Its partition's id.
+    pub partition_id: u64,
+    /// Its offset.
+    pub offset: u64,
+    /// The stored message.
+    pub message: MessageRecord,
+    /// 1 on first delivery to this group.
+    pub delivery_attempt: u32,
+}
+
+/// What a pop claimed. Empty `messages`: nothing available.
+#[derive(Debug, Clone, Default)]
+pub struct PopOutcome {
+    /// The lease covering every claimed partition; empty with `autoAck` or when empty.
+    pub lease_id: String,
+    /// The messages, partition by partition, each partition in offset order.
+    pub messages: Vec<Delivered>,
+    /// How many partitions were claimed.
+    pub partitions_claimed: usize,
+}
+
+/// Rotates the starting partition of wildcard pops, so no partition starves.
+static ROTATION: AtomicUsize = AtomicUsize::new(0);
+
+/// Claims up to `req.batch` messages.
+pub fn pop(tx: &mut Tx, tenant: &str, req: &PopRequest) -> Result<PopOutcome, EngineError> {
+    let mut out = PopOutcome::default();
+    match &req.target {
+        Target::Partition(queue, partition) => {
+            let Some(q) = get_queue(tx, tenant, queue)? else {
+                return Ok(out);
+            };
+            let key = partition_key(tenant, queue, partition);
+            if let Some(rec) = tx.get::<PartitionRecord>(T::Partitions, &key)? {
+                let entry = PartitionEntry {
+                    name: partition.clone(),
+                    rec,
+                };
+                claim(tx, tenant, queue, &q, &entry, req, &mut out)?;
+            }
+        }
+        Target::Queue(queue) => {
+            if let Some(q) = get_queue(tx, tenant, queue)? {
+                claim_any(tx, tenant, queue, &q, req, &mut out)?;
+            }
+        }
+        Target::Discovery { namespace, task } => {
+            for (queue, q) in matching_queues(tx, tenant, namespace.as_deref(), task.as_deref())? {
+                claim_any(tx, tenant, &queue, &q, req, &mut out)?;
+                if !out.messages.is_empty() {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(first) = out.messages.first()
+        && !req.auto_ack
+    {
+        // One lease record names every claimed partition, for extension and release.
+        let mut claims: Vec<u64> = out.messages.iter().map(|m| m.partition_id).collect();
+        claims.dedup();
+        let settings = lease_seconds(tx, tenant, &first.queue, req)?;
+        tx.put(
+            T::Leases,
+            Key::tenant(tenant).str(&out.lease_id).into_bytes(),
+            &LeaseRecord {
+                group: req.group.clone(),
+                queue: first.queue.clone(),
+                claims,
+                expires_at: tx.now + settings * 1_000_000,
+            },
+        );
+    }
+    Ok(out)
+}
+
+fn lease_seconds(tx: &Tx, tenant: &str, queue: &str, req: &PopRequest) -> Result<i64, StoreError> {
+    if let Some(s) = req.lease_seconds {
+        return Ok(s);
+    }
+    let q = get_queue(tx, tenant, queue)?;
+    Ok(q.map(|q| Settings::of(&q.options).lease_time).unwrap_or(300))
+}
+
+fn matching_queues(
+    tx: &Tx,
+    tenant: &str,
+    namespace: Option<&str>,
+    task: Option<&str>,
+) -> Result<Vec<(String, QueueRecord)>, StoreError> {
+    let prefix = Key::tenant(tenant).into_bytes();
+    let mut out = Vec::new();
+    tx.scan(T::Queues, &prefix, &prefix, |k, v| {
+        let mut r = KeyReader::new(k);
+        let (_, name) = (r.str(), r.str());
+        let rec: QueueRecord = records::decode(v)?;
+        let ns_ok = namespace.is_none_or(|n| rec.namespace.as_deref() == Some(n));
+        let task_ok = task.is_none_or(|t| rec.task.as_deref() == Some(t));
+        if let Some(name) = name
+            && ns_ok
+            && task_ok
+        {
+            out.push((name, rec));
+        }
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+fn claim_any(
+    tx: &mut Tx,
+    tenant: &str,
+    queue: &str,
+    q: &QueueRecord,
+    req: &PopRequest,
+    out: &mut PopOutcome,
+) -> Result<(), StoreError> {
+    let parts = list_partitions(tx, tenant, queue)?;
+    if parts.is_empty() {
+        return Ok(());
+    }
+    let start = ROTATION.fetch_add(1, Ordering::Relaxed) % parts.len();
+    for i in 0..parts.len() {
+        if out.partitions_claimed >= req.partitions || out.messages.len() >= req.batch {
+            break;
+        }
+        claim(tx, tenant, queue, q, &parts[(start + i) % parts.len()], req, out)?;
+    }
+    Ok(())
+}
+
+/// Claims one partition for the group if it has no live lease and has work.
+fn claim(
+    tx: &mut Tx,
+    tenant: &str,
+    queue: &str,
+    q: &QueueRecord,
+    part: &PartitionEntry,
+    req: &PopRequest,
+    out: &mut PopOutcome,
+) -> Result<(), StoreError> {
+    let room = req.batch.saturating_sub(out.messages.len());
+    if room == 0 || part.rec.next_offset == 0 {
+        return Ok(());
+    }
+    let pid = part.rec.id;
+    let mut c = consumers::load(tx, tenant, queue, &part.rec, &req.group, req.start)?;
+    if consumers::live_lease(&c, tx.now).is_some() {
+        return Ok(());
+    }
+    let offsets = deliverable(tx, tenant, pid, &c, room)?;
+    if offsets.is_empty() {
+        // Record a first-time cursor so a `new` subscription keeps its starting point.
+        if tx.get_raw(T::Consumers, &consumers::key(tenant, pid, &req.group))?.is_none() {
+            consumers::save(tx, tenant, pid, &req.group, &c);
+        }
+        return Ok(());
+    }
+    // A lapsed lease ends here: its unacked messages are delivered again below.
+    consumers::release_lease(tx, tenant, pid, &mut c)?;
+    if out.lease_id.is_empty() && !req.auto_ack {
+        out.lease_id = ids::lease_id();
+    }
+    let lease_secs = req
+        .lease_seconds
+        .unwrap_or_else(|| Settings::of(&q.options).lease_time);
+    for (offset, message) in offsets {
+        let st = c.pending.entry(offset).or_default();
+        st.deliveries += 1;
+        st.acked = None;
+        if req.auto_ack {
+            st.done = true;
+            st.acked = Some(records::AckMark::Completed);
+        } else {
+            st.in_lease = true;
+        }
+        out.messages.push(Delivered {
+            queue: queue.to_string(),
+            partition: part.name.clone(),
+            partition_id: pid,
+            offset,
+            message,
+            delivery_attempt: st.deliveries,
+        });
+    }
+    if req.auto_ack {
+        consumers::advance(&mut c);
+    } else {
+        c.lease = Some(LeaseState {
+            id: out.lease_id.clone(),
+            expires_at: tx.now + lease_secs * 1_000_000,
+        });
+    }
+    consumers::save(tx, tenant, pid, &req.group, &c);
+    out.partitions_claimed += 1;
+    Ok(())
+}
+
+/// The next messages the group may receive from the partition, in order: from the
+/// cursor, skipping done ones, stopping at the first not yet visible.
+fn deliverable(
+    tx: &Tx,
+    tenant: &str,
+    pid: u64,
+    c: &ConsumerRecord,
+    room: usize,
+) -> Result<Vec<(u64, MessageRecord)>, StoreError> {
+    let prefix = Key::tenant(tenant).u64(pid).into_bytes();
+    let start = Key::tenant(tenant).u64(pid).u64(c.cursor).into_bytes();
+    let mut out = Vec::new();
+    let now = tx.now;
+    tx.scan(T::Messages, &start, &prefix, |k, v| {
+        let offset = u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8-byte offset"));
+        if c.pending.get(&offset).is_some_and(|s| s.done) {
+            return Ok(true);
+        }
+        let m: MessageRecord = records::decode(v)?;
+        if m.visible_at > now {
+            return Ok(false);
+        }
+        out.push((offset, m));
+        Ok(out.len() < room)
+    })?;
+    Ok(out)
+}

@@ -1,0 +1,304 @@
+//! Queues and partitions: options, creation on first use, deletion.
+
+use serde_json::{Map, Value};
+
+use crate::error::EngineError;
+use crate::store::keys::{Key, KeyReader};
+use crate::store::records::{PartitionRecord, PartitionRef, QueueRecord};
+use crate::store::{StoreError, T, Tx};
+
+/// Largest queue or partition name, in bytes: the key budget (ours, `wire.md` section 1).
+pub const MAX_NAME_BYTES: usize = 1024;
+
+/// The partition a push without one goes to.
+pub const DEFAULT_PARTITION: &str = "Default";
+
+#[derive(Clone, Copy)]
+enum Kind {
+    /// An integer of at least the given value that fits in an i32.
+    Int(i64),
+    Bool,
+    /// A string or null.
+    Str,
+}
+
+/// Every queue option: its name, default and type. Options the broker gives no
+/// behaviour are stored and echoed with their defaults.
+const OPTIONS: &[(&str, fn() -> Value, Kind)] = &[
+    ("leaseTime", || Value::from(300), Kind::Int(1)),
+    ("retryLimit", || Value::from(3), Kind::Int(0)),
+    ("deadLetterQueue", || Value::from(true), Kind::Bool),
+    ("delayedProcessing", || Value::from(0), Kind::Int(0)),
+    ("dedupWindowSeconds", || Value::from(3600), Kind::Int(0)),
+    ("retentionSeconds", || Value::from(0), Kind::Int(0)),
+    ("priority", || Value::from(0), Kind::Int(i32::MIN as i64)),
+    ("retryDelay", || Value::from(0), Kind::Int(0)),
+    ("maxSize", || Value::from(0), Kind::Int(0)),
+    ("ttl", || Value::from(0), Kind::Int(0)),
+    ("dlqAfterMaxRetries", || Value::from(false), Kind::Bool),
+    ("windowBuffer", || Value::from(0), Kind::Int(0)),
+    ("completedRetentionSeconds", || Value::from(0), Kind::Int(0)),
+    ("retentionEnabled", || Value::from(false), Kind::Bool),
+    ("encryptionEnabled", || Value::from(false), Kind::Bool),
+    ("maxWaitTimeSeconds", || Value::from(0), Kind::Int(0)),
+    ("minPopWaitTime", || Value::from(0), Kind::Int(0)),
+    ("retentionSinkHold", || Value::Null, Kind::Str),
+    ("retentionSinkHoldMaxSeconds", || Value::from(0), Kind::Int(0)),
+];
+
+/// The options the engine acts on, read from a queue's record.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Seconds a popped batch stays leased.
+    pub lease_time: i64,
+    /// `failed` acks a message may take and still be redelivered.
+    pub retry_limit: i64,
+    /// Dead-letter (true) or drop (false) an exhausted message.
+    pub dead_letter_queue: bool,
+    /// Seconds a new message stays invisible.
+    pub delayed_processing: i64,
+    /// Seconds a `(partition, transactionId)` is remembered; 0 turns dedup off.
+    pub dedup_window_seconds: i64,
+}
+
+impl Settings {
+    /// Reads the settings from stored options, falling back to defaults.
+    pub fn of(options: &Map<String, Value>) -> Self {
+        let int = |k: &str, d: i64| options.get(k).and_then(Value::as_i64).unwrap_or(d);
+        Settings {
+            lease_time: int("leaseTime", 300),
+            retry_limit: int("retryLimit", 3),
+            dead_letter_queue: options
+                .get("deadLetterQueue")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+            delayed_processing: int("delayedProcessing", 0),
+            dedup_window_seconds: int("dedupWindowSeconds", 3600),
+        }
+    }
+}
+
+/// Every option at its default.
+pub fn default_options() -> Map<String, Value> {
+    OPTIONS.iter().map(|(k, d, _)| (k.to_string(), d())).collect()
+}
+
+/// Checks a queue or partition name: present, within the key budget.
+pub fn check_name(what: &str, name: &str) -> Result<(), EngineError> {
+    if name.is_empty() {
+        return Err(EngineError::bad(format!("{what} must not be empty")));
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(EngineError::NameTooLong(format!(
+            "{what} is {} bytes; the limit is {MAX_NAME_BYTES}",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A configure request, already parsed.
+#[derive(Debug, Clone, Default)]
+pub struct Configure {
+    /// The queue to create or update.
+    pub queue: String,
+    /// `Some(None)`: reset; `None`: keep.
+    pub namespace: Option<Option<String>>,
+    /// `Some(None)`: reset; `None`: keep.
+    pub task: Option<Option<String>>,
+    /// The options sent, as given (null resets one).
+    pub options: Map<String, Value>,
+    /// `mode: "replace"`: options not sent go back to their defaults.
+    pub replace: bool,
+}
+
+/// Validates option values before anything is written.
+pub fn validate_options(options: &Map<String, Value>) -> Result<(), EngineError> {
+    for (name, value) in options {
+        let Some((_, _, kind)) = OPTIONS.iter().find(|(k, _, _)| k == name) else {
+            continue; // unknown options are ignored, as decoders ignore unknown keys
+        };
+        if value.is_null() {
+            continue;
+        }
+        let ok = match kind {
+            Kind::Int(min) => value
+                .as_i64()
+                .is_some_and(|v| v >= *min && v <= i32::MAX as i64),
+            Kind::Bool => value.is_boolean(),
+            Kind::Str => value.is_string(),
+        };
+        if !ok {
+            let want = match kind {
+                Kind::Int(min) => format!("an integer from {min} to {}", i32::MAX),
+                Kind::Bool => "a boolean".into(),
+                Kind::Str => "a string".into(),
+            };
+            return Err(EngineError::bad(format!(
+                "options.{name} must be {want}, got {value}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Creates or updates a queue, merging options; returns the stored record.
+pub fn configure(tx: &mut Tx, tenant: &str, req: Configure) -> Result<QueueRecord, EngineError> {
+    check_name("queue", &req.queue)?;
+    validate_options(&req.options)?;
+    let key = Key::tenant(tenant).str(&req.queue).into_bytes();
+    let mut rec = match tx.get::<QueueRecord>(T::Queues, &key)? {
+        Some(r) => r,
+        None => new_queue(tx.now),
+    };
+    if req.replace {
+        rec.options = default_options();
+    }
+    for (name, value) in req.options {
+        if let Some((_, default, _)) = OPTIONS.iter().find(|(k, _, _)| *k == name) {
+            let v = if value.is_null() { default() } else { value };
+            rec.options.insert(name, v);
+        }
+    }
+    if let Some(ns) = req.namespace {
+        rec.namespace = ns;
+    } else if req.replace {
+        rec.namespace = None;
+    }
+    if let Some(task) = req.task {
+        rec.task = task;
+    } else if req.replace {
+        rec.task = None;
+    }
+    tx.put(T::Queues, key, &rec);
+    Ok(rec)
+}
+
+fn new_queue(now: i64) -> QueueRecord {
+    QueueRecord {
+        namespace: None,
+        task: None,
+        options: default_options(),
+        created_at: now,
+    }
+}
+
+/// The queue's record, created with defaults when it does not exist.
+pub fn ensure_queue(tx: &mut Tx, tenant: &str, queue: &str) -> Result<QueueRecord, StoreError> {
+    let key = Key::tenant(tenant).str(queue).into_bytes();
+    if let Some(rec) = tx.get::<QueueRecord>(T::Queues, &key)? {
+        return Ok(rec);
+    }
+    let rec = new_queue(tx.now);
+    tx.put(T::Queues, key, &rec);
+    Ok(rec)
+}
+
+/// The queue's record, if it exists.
+pub fn get_queue(tx: &Tx, tenant: &str, queue: &str) -> Result<Option<QueueRecord>, StoreError> {
+    tx.get(T::Queues, &Key::tenant(tenant).str(queue).into_bytes())
+}
+
+/// The key of a partition record.
+pub fn partition_key(tenant: &str, queue: &str, partition: &str) -> Vec<u8> {
+    Key::tenant(tenant).str(queue).str(partition).into_bytes()
+}
+
+/// The partition's record, created (with a new broker-wide id) when it does not exist.
+pub fn ensure_partition(
+    tx: &mut Tx,
+    tenant: &str,
+    queue: &str,
+    partition: &str,
+) -> Result<PartitionRecord, StoreError> {
+    let key = partition_key(tenant, queue, partition);
+    if let Some(rec) = tx.get::<PartitionRecord>(T::Partitions, &key)? {
+        return Ok(rec);
+    }
+    let id = next_counter(tx, "next_partition_id")?;
+    let rec = PartitionRecord {
+        id,
+        next_offset: 0,
+        created_at: tx.now,
+    };
+    tx.put(T::Partitions, key, &rec);
+    tx.put(
+        T::PartitionIds,
+        Key::tenant(tenant).u64(id).into_bytes(),
+        &PartitionRef {
+            queue: queue.to_string(),
+            partition: partition.to_string(),
+        },
+    );
+    Ok(rec)
+}
+
+/// Takes the next value of a broker-wide counter (starting at 1).
+pub fn next_counter(tx: &mut Tx, name: &str) -> Result<u64, StoreError> {
+    let key = name.as_bytes().to_vec();
+    let next = tx.get::<u64>(T::Meta, &key)?.unwrap_or(1);
+    tx.put(T::Meta, key, &(next + 1));
+    Ok(next)
+}
+
+/// One partition of a queue, as listed.
+#[derive(Debug, Clone)]
+pub struct PartitionEntry {
+    /// The partition's name.
+    pub name: String,
+    /// Its record.
+    pub rec: PartitionRecord,
+}
+
+/// The partitions of a queue, in name order.
+pub fn list_partitions(
+    tx: &Tx,
+    tenant: &str,
+    queue: &str,
+) -> Result<Vec<PartitionEntry>, StoreError> {
+    let prefix = Key::tenant(tenant).str(queue).into_bytes();
+    let mut out = Vec::new();
+    tx.scan(T::Partitions, &prefix, &prefix, |k, v| {
+        let mut r = KeyReader::new(k);
+        let (_, _, name) = (r.str(), r.str(), r.str());
+        if let Some(name) = name {
+            out.push(PartitionEntry {
+                name,
+                rec: crate::store::records::decode(v)?,
+            });
+        }
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+/// Removes a queue with its partitions, messages, cursors, leases, subscriptions and
+/// dead letters. Answers whether the queue existed.
+pub fn delete_queue(tx: &mut Tx, tenant: &str, queue: &str) -> Result<bool, StoreError> {
+    let qkey = Key::tenant(tenant).str(queue).into_bytes();
+    let existed = tx.get_raw(T::Queues, &qkey)?.is_some();
+    for p in list_partitions(tx, tenant, queue)? {
+        let pid = Key::tenant(tenant).u64(p.rec.id).into_bytes();
+        // Lease records name the partitions they claim; drop them with the cursors.
+        let mut leases = Vec::new();
+        tx.scan(T::Consumers, &pid, &pid, |_, v| {
+            let c: crate::store::records::ConsumerRecord = crate::store::records::decode(v)?;
+            if let Some(l) = c.lease {
+                leases.push(l.id);
+            }
+            Ok(true)
+        })?;
+        for id in leases {
+            tx.delete(T::Leases, Key::tenant(tenant).str(&id).into_bytes());
+        }
+        for t in [T::Messages, T::TxnIndex, T::Consumers, T::Dead] {
+            tx.delete_prefix(t, &pid)?;
+        }
+        tx.delete(T::PartitionIds, pid);
+        tx.delete(T::Partitions, partition_key(tenant, queue, &p.name));
+    }
+    tx.delete_prefix(T::Subscriptions, &qkey)?;
+    crate::engine::dlq::delete_queue_entries(tx, tenant, queue)?;
+    tx.delete(T::Queues, qkey);
+    Ok(existed)
+}

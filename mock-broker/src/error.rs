@@ -1,0 +1,42 @@
+//! The engine's refusals and failures, independent of HTTP.
+//!
+//! A verdict about the data (a refused ack, a rolled-back transaction) is not an error:
+//! it is part of a successful answer. These are the cases where the call itself fails.
+
+use crate::store::StoreError;
+
+/// Why a command was not carried out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// The request is malformed or breaks a rule of the API (HTTP 400 `bad_request`).
+    #[error("{0}")]
+    BadRequest(String),
+    /// A queue or partition name is over the key budget (HTTP 413 `name_too_long`).
+    #[error("{0}")]
+    NameTooLong(String),
+    /// A body or value is over its size limit (HTTP 413 `payload_too_large`).
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// The writer's queue is full (HTTP 429 `overloaded`).
+    #[error("the broker is overloaded; retry shortly")]
+    Overloaded,
+    /// The broker is stopping and takes no new writes (HTTP 503 `retry`).
+    #[error("the broker is shutting down; retry against a running broker")]
+    ShuttingDown,
+    /// Storage failed; nothing of the batch was committed (HTTP 500 `internal`).
+    #[error("storage failure: {0}")]
+    Storage(String),
+}
+
+impl EngineError {
+    /// Shorthand for a 400.
+    pub fn bad(msg: impl Into<String>) -> Self {
+        EngineError::BadRequest(msg.into())
+    }
+}
+
+impl From<StoreError> for EngineError {
+    fn from(e: StoreError) -> Self {
+        EngineError::Storage(e.to_string())
+    }
+}

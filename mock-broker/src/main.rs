@@ -1,0 +1,77 @@
+//! `queen-mock-broker`: the reference Queen broker as a standalone server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use queen_mock_broker::MockBroker;
+use tracing_subscriber::EnvFilter;
+
+/// A durable, single-node Queen broker on an embedded redb file.
+///
+/// Speaks the Queen 2 HTTP API (push, pop, ack, leases, consumer groups, dead letters)
+/// so that workers and the official clients can run against it unchanged.
+#[derive(Debug, Parser)]
+#[command(name = "queen-mock-broker", version, about, long_about)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, env = "QUEEN_LISTEN", default_value = "127.0.0.1:6632")]
+    listen: SocketAddr,
+
+    /// The redb file holding all data (created, with its folder, if missing).
+    #[arg(long, env = "QUEEN_DATA", default_value = "./queen-data/queen.redb")]
+    data: PathBuf,
+
+    /// Keep everything in memory and lose it on exit (ignores --data).
+    #[arg(long)]
+    in_memory: bool,
+
+    /// Log filter, such as `info` or `queen_mock_broker=debug` (RUST_LOG also works).
+    #[arg(long, env = "QUEEN_LOG", default_value = "info")]
+    log: String,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new(&args.log));
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+
+    let mut builder = MockBroker::builder().listen(args.listen);
+    if args.in_memory {
+        tracing::info!("in-memory mode: nothing is kept after exit");
+    } else {
+        tracing::info!(data = %args.data.display(), "durable mode");
+        builder = builder.data_file(&args.data);
+    }
+    let broker = builder.start().await.context("starting the broker")?;
+    println!("queen-mock-broker listening on {}", broker.url());
+
+    shutdown_signal().await;
+    tracing::info!("shutting down: finishing in-flight requests and commits");
+    broker.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

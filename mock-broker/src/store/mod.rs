@@ -1,0 +1,161 @@
+//! Storage: redb tables, their keys and values, and the per-command staging layer.
+//!
+//! Every table maps encoded keys ([`keys::Key`]) to encoded records ([`records`]). The
+//! writer opens all tables once per group commit and hands each command a [`Tx`], which
+//! stages the command's writes so that a command that fails or rolls back leaves no
+//! trace in the batch it shares with others.
+
+pub mod keys;
+pub mod records;
+mod tx;
+
+use std::path::Path;
+
+use redb::{
+    Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
+    backends::InMemoryBackend,
+};
+
+pub use tx::{Tables, Tx};
+
+/// A storage failure. Never the client's fault: it maps to a 5xx.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// redb failed (I/O, a full disk, a corrupt file).
+    #[error("storage: {0}")]
+    Redb(#[from] redb::Error),
+    /// A stored record could not be decoded.
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+}
+
+macro_rules! from_redb {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StoreError {
+            fn from(e: $t) -> Self { StoreError::Redb(e.into()) }
+        }
+    )*};
+}
+from_redb!(
+    redb::StorageError,
+    redb::TableError,
+    redb::TransactionError,
+    redb::CommitError,
+    redb::DatabaseError
+);
+
+type Def = TableDefinition<'static, &'static [u8], &'static [u8]>;
+
+/// The broker's tables. The discriminant indexes [`TABLES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum T {
+    /// Counters: `next_partition_id`, `next_dlq_seq`.
+    Meta = 0,
+    /// (tenant, queue) -> QueueRecord
+    Queues,
+    /// (tenant, queue, partition) -> PartitionRecord
+    Partitions,
+    /// (tenant, partition id) -> PartitionRef
+    PartitionIds,
+    /// (tenant, partition id, offset) -> MessageRecord
+    Messages,
+    /// (tenant, partition id, transactionId) -> TxnRef
+    TxnIndex,
+    /// (tenant, partition id, group) -> ConsumerRecord
+    Consumers,
+    /// (tenant, queue, group) -> SubscriptionRecord
+    Subscriptions,
+    /// (tenant, lease id) -> LeaseRecord
+    Leases,
+    /// (tenant, partition id, group, offset) -> () : dead-lettered or dropped for a group
+    Dead,
+    /// (tenant, seq) -> DlqRecord
+    Dlq,
+}
+
+/// Number of tables.
+pub const TABLE_COUNT: usize = 11;
+
+/// The table definitions, indexed by [`T`].
+pub const TABLES: [Def; TABLE_COUNT] = [
+    TableDefinition::new("meta"),
+    TableDefinition::new("queues"),
+    TableDefinition::new("partitions"),
+    TableDefinition::new("partition_ids"),
+    TableDefinition::new("messages"),
+    TableDefinition::new("txn_index"),
+    TableDefinition::new("consumers"),
+    TableDefinition::new("subscriptions"),
+    TableDefinition::new("leases"),
+    TableDefinition::new("dead"),
+    TableDefinition::new("dlq"),
+];
+
+/// Opens (creating if needed) the database file, or an in-memory one when `path` is
+/// `None`, and makes sure every table exists so readers never see a missing table.
+pub fn open(path: Option<&Path>) -> Result<Database, StoreError> {
+    let db = match path {
+        Some(p) => {
+            if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| StoreError::Redb(e.into()))?;
+            }
+            Database::create(p)?
+        }
+        None => Database::builder().create_with_backend(InMemoryBackend::new())?,
+    };
+    let txn = db.begin_write()?;
+    for def in TABLES {
+        txn.open_table(def)?;
+    }
+    txn.commit()?;
+    Ok(db)
+}
+
+/// Visits the rows of `table` whose key starts with `prefix`, from `start` (which must
+/// itself start with `prefix`), in key order, until `f` returns `false`.
+pub fn scan<R: ReadableTable<&'static [u8], &'static [u8]>>(
+    table: &R,
+    start: &[u8],
+    prefix: &[u8],
+    mut f: impl FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+) -> Result<(), StoreError> {
+    for row in table.range::<&[u8]>(start..)? {
+        let (k, v) = row?;
+        if !k.value().starts_with(prefix) || !f(k.value(), v.value())? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// A read-only view for the paths that do not need the writer (listings).
+pub struct Reader {
+    txn: ReadTransaction,
+}
+
+impl Reader {
+    /// Begins a read transaction: a consistent snapshot of the last commit.
+    pub fn begin(db: &Database) -> Result<Self, StoreError> {
+        Ok(Self {
+            txn: db.begin_read()?,
+        })
+    }
+
+    /// Point lookup.
+    pub fn get(&self, t: T, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let table = self.txn.open_table(TABLES[t as usize])?;
+        Ok(table.get(key)?.map(|v| v.value().to_vec()))
+    }
+
+    /// Prefix scan, see [`scan`].
+    pub fn scan(
+        &self,
+        t: T,
+        start: &[u8],
+        prefix: &[u8],
+        f: impl FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        let table = self.txn.open_table(TABLES[t as usize])?;
+        scan(&table, start, prefix, f)
+    }
+}

@@ -1,0 +1,247 @@
+//! The single writer and its group commit.
+//!
+//! One durable redb commit costs milliseconds, whatever it carries, so one commit per
+//! request would cap the broker at a few hundred writes a second. Every command that
+//! writes goes through this one writer thread instead. It takes every command waiting
+//! in its queue, applies each in its own staging view ([`Tx`]) so that a command's
+//! rollback never disturbs its neighbours, commits the batch once with
+//! `Durability::Immediate`, and only then answers each caller. No caller hears success
+//! before its write is on disk. While one batch is being synced the next one gathers.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+
+use redb::Database;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::clock::Clock;
+use crate::engine::notify::Wakers;
+use crate::error::EngineError;
+use crate::store::{StoreError, Tables, Tx};
+
+/// Most commands applied in one commit; bounds the latency of the first in a batch.
+const MAX_BATCH: usize = 1024;
+
+/// Commands that may wait for the writer before callers are told to back off (429).
+pub const QUEUE_CAPACITY: usize = 16_384;
+
+/// A command: runs against a staging view and produces its answer.
+trait Job: Send {
+    /// Applies the command. `Err` means storage failed and the batch must be abandoned.
+    fn apply(&mut self, tx: &mut Tx<'_, '_>) -> Result<(), StoreError>;
+    /// Delivers the answer once the batch's fate is known.
+    fn finish(self: Box<Self>, committed: Result<(), EngineError>);
+}
+
+struct FnJob<F, R> {
+    f: Option<F>,
+    out: Option<Result<R, EngineError>>,
+    reply: oneshot::Sender<Result<R, EngineError>>,
+}
+
+impl<F, R> Job for FnJob<F, R>
+where
+    F: FnOnce(&mut Tx<'_, '_>) -> Result<R, EngineError> + Send,
+    R: Send,
+{
+    fn apply(&mut self, tx: &mut Tx<'_, '_>) -> Result<(), StoreError> {
+        let f = self.f.take().expect("a job runs once");
+        let out = f(tx);
+        match &out {
+            Ok(_) => tx.flush()?,
+            Err(EngineError::Storage(e)) => {
+                return Err(StoreError::Corrupt(e.clone()));
+            }
+            Err(_) => tx.discard(),
+        }
+        self.out = Some(out);
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>, committed: Result<(), EngineError>) {
+        let answer = match committed {
+            Ok(()) => self
+                .out
+                .unwrap_or_else(|| Err(EngineError::Storage("command not applied".into()))),
+            Err(e) => Err(e),
+        };
+        // The caller may have gone away (a dropped connection); nothing to do then.
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// Group-commit figures since start.
+#[derive(Debug, Default)]
+pub struct WriterStats {
+    commits: AtomicU64,
+    commands: AtomicU64,
+    read_only_batches: AtomicU64,
+}
+
+/// A snapshot of [`WriterStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatsSnapshot {
+    /// Durable commits made.
+    pub commits: u64,
+    /// Commands applied (in commits and in batches that wrote nothing).
+    pub commands: u64,
+    /// Batches that wrote nothing and so needed no commit.
+    pub read_only_batches: u64,
+}
+
+impl StatsSnapshot {
+    /// Average commands per batch, over every batch.
+    pub fn average_batch(&self) -> f64 {
+        let batches = self.commits + self.read_only_batches;
+        if batches == 0 {
+            0.0
+        } else {
+            self.commands as f64 / batches as f64
+        }
+    }
+}
+
+impl WriterStats {
+    /// Reads the counters.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            commits: self.commits.load(Ordering::Relaxed),
+            commands: self.commands.load(Ordering::Relaxed),
+            read_only_batches: self.read_only_batches.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The handle commands are submitted through. Cheap to clone.
+#[derive(Clone)]
+pub struct Writer {
+    tx: mpsc::Sender<Box<dyn Job>>,
+    stats: Arc<WriterStats>,
+}
+
+/// Joins the writer thread once every handle is dropped.
+pub struct WriterThread(Option<thread::JoinHandle<()>>);
+
+impl WriterThread {
+    /// Waits for the writer to apply and commit what it holds, then stop.
+    pub fn join(mut self) {
+        if let Some(h) = self.0.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Writer {
+    /// Starts the writer thread over `db`.
+    pub fn start(
+        db: Arc<Database>,
+        clock: Arc<dyn Clock>,
+        wakers: Arc<Wakers>,
+    ) -> (Writer, WriterThread) {
+        let (tx, rx) = mpsc::channel::<Box<dyn Job>>(QUEUE_CAPACITY);
+        let stats = Arc::new(WriterStats::default());
+        let thread_stats = stats.clone();
+        let handle = thread::Builder::new()
+            .name("queen-writer".into())
+            .spawn(move || run(db, clock, wakers, rx, thread_stats))
+            .expect("spawn the writer thread");
+        (Writer { tx, stats }, WriterThread(Some(handle)))
+    }
+
+    /// Runs `f` in the next group commit and answers once the commit is durable.
+    ///
+    /// `f` sees the effects of every command before it in the batch. If it returns an
+    /// error, its staged writes are dropped; if it wants to answer successfully while
+    /// writing nothing (a rolled-back transaction), it calls [`Tx::discard`].
+    pub async fn submit<F, R>(&self, f: F) -> Result<R, EngineError>
+    where
+        F: FnOnce(&mut Tx<'_, '_>) -> Result<R, EngineError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let job = Box::new(FnJob {
+            f: Some(f),
+            out: None,
+            reply,
+        });
+        self.tx.try_send(job).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => EngineError::Overloaded,
+            mpsc::error::TrySendError::Closed(_) => EngineError::ShuttingDown,
+        })?;
+        answer.await.map_err(|_| EngineError::ShuttingDown)?
+    }
+
+    /// Group-commit figures.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+}
+
+fn run(
+    db: Arc<Database>,
+    clock: Arc<dyn Clock>,
+    wakers: Arc<Wakers>,
+    mut rx: mpsc::Receiver<Box<dyn Job>>,
+    stats: Arc<WriterStats>,
+) {
+    let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let n = batch.len() as u64;
+        let mut woken = Vec::new();
+        let outcome = apply_batch(&db, clock.as_ref(), &mut batch, &mut woken);
+        match &outcome {
+            Ok(true) => stats.commits.fetch_add(1, Ordering::Relaxed),
+            Ok(false) => stats.read_only_batches.fetch_add(1, Ordering::Relaxed),
+            Err(e) => {
+                tracing::error!(error = %e, commands = n, "group commit failed; batch abandoned");
+                0
+            }
+        };
+        stats.commands.fetch_add(n, Ordering::Relaxed);
+        let committed = outcome.map(|_| ()).map_err(EngineError::from);
+        if committed.is_ok() {
+            for (tenant, queue) in woken.drain(..) {
+                wakers.wake(&tenant, &queue);
+            }
+        }
+        for job in batch.drain(..) {
+            job.finish(committed.clone());
+        }
+    }
+    tracing::debug!("writer stopped");
+}
+
+/// Applies every job in one write transaction. `Ok(true)`: committed durably;
+/// `Ok(false)`: nothing was written, so no commit was needed.
+fn apply_batch(
+    db: &Database,
+    clock: &dyn Clock,
+    batch: &mut [Box<dyn Job>],
+    woken: &mut Vec<(String, String)>,
+) -> Result<bool, StoreError> {
+    let txn = db.begin_write()?;
+    let mut dirty = false;
+    {
+        let mut tables = Tables::open(&txn)?;
+        for job in batch.iter_mut() {
+            let mut tx = Tx::new(&mut tables, clock.now_micros());
+            job.apply(&mut tx)?;
+            dirty |= tx.flushed_any();
+            woken.append(&mut tx.woken);
+        }
+    }
+    if dirty {
+        txn.commit()?;
+    } else {
+        txn.abort()?;
+    }
+    Ok(dirty)
+}
