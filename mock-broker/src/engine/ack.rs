@@ -66,10 +66,15 @@ pub fn ack(tx: &mut Tx, tenant: &str, a: &Ack) -> Result<AckOutcome, StoreError>
     let Ok(pid) = a.partition_id.parse::<u64>() else {
         return Ok(AckOutcome::rejected("unknown partitionId"));
     };
-    let Some(pref) = tx.get::<PartitionRef>(T::PartitionIds, &Key::tenant(tenant).u64(pid).into_bytes())? else {
+    let Some(pref) =
+        tx.get::<PartitionRef>(T::PartitionIds, &Key::tenant(tenant).u64(pid).into_bytes())?
+    else {
         return Ok(AckOutcome::rejected("unknown partitionId"));
     };
-    let idx = Key::tenant(tenant).u64(pid).str(&a.transaction_id).into_bytes();
+    let idx = Key::tenant(tenant)
+        .u64(pid)
+        .str(&a.transaction_id)
+        .into_bytes();
     let Some(TxnRef { offset, .. }) = tx.get::<TxnRef>(T::TxnIndex, &idx)? else {
         return Ok(AckOutcome::rejected("message not found in partition"));
     };
@@ -103,7 +108,11 @@ pub fn ack(tx: &mut Tx, tenant: &str, a: &Ack) -> Result<AckOutcome, StoreError>
             return Ok(repeat(prev, a.status));
         }
     } else {
-        let dead_key = Key::tenant(tenant).u64(pid).str(&a.group).u64(offset).into_bytes();
+        let dead_key = Key::tenant(tenant)
+            .u64(pid)
+            .str(&a.group)
+            .u64(offset)
+            .into_bytes();
         if offset < c.cursor {
             if tx.get_raw(T::Dead, &dead_key)?.is_some() {
                 return Ok(AckOutcome::rejected("message was already dead-lettered"));
@@ -145,15 +154,19 @@ pub fn ack(tx: &mut Tx, tenant: &str, a: &Ack) -> Result<AckOutcome, StoreError>
     let failures = st.failures;
     if dead {
         st.done = true;
-        let dead_key = Key::tenant(tenant).u64(pid).str(&a.group).u64(offset).into_bytes();
+        let dead_key = Key::tenant(tenant)
+            .u64(pid)
+            .str(&a.group)
+            .u64(offset)
+            .into_bytes();
         tx.put(T::Dead, dead_key, &());
         if settings.dead_letter_queue {
             dead_letter(tx, tenant, &pref, pid, offset, a, failures)?;
             out.dlq = true;
         }
     }
-    let in_live_batch =
-        c.pending.get(&offset).is_some_and(|s| s.in_lease) && consumers::live_lease(&c, now).is_some();
+    let in_live_batch = c.pending.get(&offset).is_some_and(|s| s.in_lease)
+        && consumers::live_lease(&c, now).is_some();
     consumers::advance(&mut c);
     if in_live_batch && consumers::batch_resolved(&c) {
         out.lease_released = consumers::release_lease(tx, tenant, pid, &mut c)?;

@@ -107,7 +107,7 @@ pub fn first_offset_at(
 }
 
 /// Whether the row holds a lease that has not expired.
-pub fn live_lease<'c>(c: &'c ConsumerRecord, now: Micros) -> Option<&'c str> {
+pub fn live_lease(c: &ConsumerRecord, now: Micros) -> Option<&str> {
     c.lease
         .as_ref()
         .filter(|l| l.expires_at > now)

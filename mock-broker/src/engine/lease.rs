@@ -17,7 +17,12 @@ pub struct Extended {
 
 /// Extends every still-live claim of `lease_id` to `seconds` from now. A lease that has
 /// expired is never revived.
-pub fn extend(tx: &mut Tx, tenant: &str, lease_id: &str, seconds: i64) -> Result<Extended, StoreError> {
+pub fn extend(
+    tx: &mut Tx,
+    tenant: &str,
+    lease_id: &str,
+    seconds: i64,
+) -> Result<Extended, StoreError> {
     let lkey = Key::tenant(tenant).str(lease_id).into_bytes();
     let none = Extended {
         renewed: 0,

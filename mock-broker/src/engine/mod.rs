@@ -151,10 +151,7 @@ impl Engine {
             tokio::pin!(closed);
             closed.as_mut().enable();
             let (t, r) = (tenant.to_string(), req.clone());
-            let out = self
-                .writer
-                .submit(move |tx| pop::pop(tx, &t, &r))
-                .await?;
+            let out = self.writer.submit(move |tx| pop::pop(tx, &t, &r)).await?;
             let Some(deadline) = deadline else {
                 return Ok(out);
             };

@@ -135,7 +135,8 @@ fn lease_seconds(tx: &Tx, tenant: &str, queue: &str, req: &PopRequest) -> Result
         return Ok(s);
     }
     let q = get_queue(tx, tenant, queue)?;
-    Ok(q.map(|q| Settings::of(&q.options).lease_time).unwrap_or(300))
+    Ok(q.map(|q| Settings::of(&q.options).lease_time)
+        .unwrap_or(300))
 }
 
 fn matching_queues(
@@ -180,7 +181,15 @@ fn claim_any(
         if out.partitions_claimed >= req.partitions || out.messages.len() >= req.batch {
             break;
         }
-        claim(tx, tenant, queue, q, &parts[(start + i) % parts.len()], req, out)?;
+        claim(
+            tx,
+            tenant,
+            queue,
+            q,
+            &parts[(start + i) % parts.len()],
+            req,
+            out,
+        )?;
     }
     Ok(())
 }
@@ -207,7 +216,10 @@ fn claim(
     let offsets = deliverable(tx, tenant, pid, &c, room)?;
     if offsets.is_empty() {
         // Record a first-time cursor so a `new` subscription keeps its starting point.
-        if tx.get_raw(T::Consumers, &consumers::key(tenant, pid, &req.group))?.is_none() {
+        if tx
+            .get_raw(T::Consumers, &consumers::key(tenant, pid, &req.group))?
+            .is_none()
+        {
             consumers::save(tx, tenant, pid, &req.group, &c);
         }
         return Ok(());

@@ -133,7 +133,10 @@ fn find_duplicate(
     if tx.now - prev.created_at >= settings.dedup_window_seconds * 1_000_000 {
         return Ok(None);
     }
-    let msg_key = Key::tenant(tenant).u64(part.id).u64(prev.offset).into_bytes();
+    let msg_key = Key::tenant(tenant)
+        .u64(part.id)
+        .u64(prev.offset)
+        .into_bytes();
     let Some(original) = tx.get::<MessageRecord>(T::Messages, &msg_key)? else {
         return Ok(None);
     };

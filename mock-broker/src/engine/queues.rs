@@ -22,9 +22,12 @@ enum Kind {
     Str,
 }
 
-/// Every queue option: its name, default and type. Options the broker gives no
-/// behaviour are stored and echoed with their defaults.
-const OPTIONS: &[(&str, fn() -> Value, Kind)] = &[
+/// One option: its wire name, default and type.
+type OptionSpec = (&'static str, fn() -> Value, Kind);
+
+/// Every queue option. Options the broker gives no behaviour are stored and echoed
+/// with their defaults.
+const OPTIONS: &[OptionSpec] = &[
     ("leaseTime", || Value::from(300), Kind::Int(1)),
     ("retryLimit", || Value::from(3), Kind::Int(0)),
     ("deadLetterQueue", || Value::from(true), Kind::Bool),
@@ -43,7 +46,11 @@ const OPTIONS: &[(&str, fn() -> Value, Kind)] = &[
     ("maxWaitTimeSeconds", || Value::from(0), Kind::Int(0)),
     ("minPopWaitTime", || Value::from(0), Kind::Int(0)),
     ("retentionSinkHold", || Value::Null, Kind::Str),
-    ("retentionSinkHoldMaxSeconds", || Value::from(0), Kind::Int(0)),
+    (
+        "retentionSinkHoldMaxSeconds",
+        || Value::from(0),
+        Kind::Int(0),
+    ),
 ];
 
 /// The options the engine acts on, read from a queue's record.
@@ -80,7 +87,10 @@ impl Settings {
 
 /// Every option at its default.
 pub fn default_options() -> Map<String, Value> {
-    OPTIONS.iter().map(|(k, d, _)| (k.to_string(), d())).collect()
+    OPTIONS
+        .iter()
+        .map(|(k, d, _)| (k.to_string(), d()))
+        .collect()
 }
 
 /// Checks a queue or partition name: present, within the key budget.

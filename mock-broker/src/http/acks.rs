@@ -65,15 +65,17 @@ async fn run(s: AppState, acks: Vec<Ack>) -> Result<AxumJson<Vec<AckResultBody>>
             .into_iter()
             .zip(ids)
             .enumerate()
-            .map(|(index, (o, transaction_id)): (usize, (AckOutcome, String))| AckResultBody {
-                index,
-                transaction_id,
-                success: o.success,
-                error: o.error,
-                lease_released: o.lease_released,
-                dlq: o.dlq,
-                noop: o.noop,
-            })
+            .map(
+                |(index, (o, transaction_id)): (usize, (AckOutcome, String))| AckResultBody {
+                    index,
+                    transaction_id,
+                    success: o.success,
+                    error: o.error,
+                    lease_released: o.lease_released,
+                    dlq: o.dlq,
+                    noop: o.noop,
+                },
+            )
             .collect(),
     ))
 }

@@ -16,8 +16,12 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 /// A JSON body parsed strictly, with the path of the offending field in the error.
 pub struct Json<T>(pub T);
 
-/// Parses `bytes` as one JSON document of type `T`.
+/// Parses `bytes` as one JSON object of type `T`.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Every body of the API is an object; serde would also read a struct from an array.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -90,7 +94,10 @@ impl<S: Send + Sync> FromRequestParts<S> for Params {
 impl Params {
     /// A parameter, with empty treated as absent.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str).filter(|s| !s.is_empty())
+        self.0
+            .get(name)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
     }
 
     /// A boolean parameter (`true`/`false`, `1`/`0`).

@@ -29,8 +29,16 @@ pub struct PushBody {
 struct PushItemBody {
     queue: Option<String>,
     partition: Option<String>,
+    #[serde(default, deserialize_with = "present")]
     payload: Option<Box<RawValue>>,
     transaction_id: Option<String>,
+}
+
+/// Tells an absent payload (refused) from `"payload": null` (a JSON null message).
+pub(crate) fn present<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(d).map(Some)
 }
 
 #[derive(Serialize)]
@@ -98,7 +106,10 @@ pub async fn pop_partition(
     pop(s, Target::Partition(queue, partition), params).await
 }
 
-pub async fn pop_discovery(State(s): State<AppState>, params: Params) -> Result<Response, ApiError> {
+pub async fn pop_discovery(
+    State(s): State<AppState>,
+    params: Params,
+) -> Result<Response, ApiError> {
     let target = Target::Discovery {
         namespace: params.get("namespace").map(str::to_string),
         task: params.get("task").map(str::to_string),
@@ -127,7 +138,9 @@ fn parse_pop(target: Target, p: &Params) -> Result<(PopRequest, Option<Duration>
         None => mode,
         Some("now") => StartAt::New,
         Some(t) => StartAt::Time(parse_iso(t).ok_or_else(|| {
-            ApiError::bad_request(format!("subscriptionFrom must be now or an ISO time, got {t:?}"))
+            ApiError::bad_request(format!(
+                "subscriptionFrom must be now or an ISO time, got {t:?}"
+            ))
         })?),
     };
     let auto_ack = p.bool("autoAck", false)?;

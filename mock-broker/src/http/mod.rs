@@ -37,7 +37,10 @@ pub fn router(engine: Engine) -> Router {
     Router::new()
         .route("/health", get(queues::health))
         .route("/api/v1/configure", post(queues::configure))
-        .route("/api/v1/resources/queues/{queue}", delete(queues::delete_queue))
+        .route(
+            "/api/v1/resources/queues/{queue}",
+            delete(queues::delete_queue),
+        )
         .route("/api/v1/push", post(messages::push))
         .route("/api/v1/pop", get(messages::pop_discovery))
         .route("/api/v1/pop/queue/{queue}", get(messages::pop_queue))
@@ -56,7 +59,10 @@ pub fn router(engine: Engine) -> Router {
             "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek",
             post(groups::seek_partition),
         )
-        .route("/api/v1/consumer-groups/{group}", delete(groups::delete_group))
+        .route(
+            "/api/v1/consumer-groups/{group}",
+            delete(groups::delete_group),
+        )
         .route("/api/v1/dlq", get(groups::dlq))
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
@@ -80,5 +86,10 @@ async fn method_not_allowed() -> ApiError {
 fn on_panic(_: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
     use axum::response::IntoResponse;
     tracing::error!("a handler panicked");
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error").into_response()
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        "internal error",
+    )
+    .into_response()
 }

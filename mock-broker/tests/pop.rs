@@ -1,0 +1,273 @@
+//! Pop: leases, groups, redelivery, long-poll, autoAck, subscriptions.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Harness, txns};
+use serde_json::json;
+
+async fn fill(h: &Harness, queue: &str, partition: &str, n: usize) {
+    let items: Vec<_> = (0..n)
+        .map(|i| json!({"queue": queue, "partition": partition, "transactionId": format!("m{i}"), "payload": i}))
+        .collect();
+    h.push(json!(items)).await;
+}
+
+#[tokio::test]
+async fn one_live_lease_per_partition_and_group() {
+    let h = Harness::new().await;
+    fill(&h, "q", "p", 4).await;
+    let first = h.pop("/api/v1/pop/queue/q?batch=2").await.unwrap();
+    assert_eq!(txns(&first), ["m0", "m1"]);
+    assert!(!first["leaseId"].as_str().unwrap().is_empty());
+    // Same group, same partition: leased, so nothing for a competitor.
+    assert!(h.pop("/api/v1/pop/queue/q?batch=2").await.is_none());
+    assert!(
+        h.pop("/api/v1/pop/queue/q/partition/p?batch=2")
+            .await
+            .is_none()
+    );
+    // Another group is not blocked by that lease.
+    let other = h
+        .pop("/api/v1/pop/queue/q?batch=2&consumerGroup=audit&subscriptionMode=all")
+        .await
+        .unwrap();
+    assert_eq!(txns(&other), ["m0", "m1"]);
+}
+
+#[tokio::test]
+async fn named_groups_fan_out_and_queue_mode_competes() {
+    let h = Harness::new().await;
+    // Two partitions so two competing consumers can both work.
+    fill(&h, "q", "p1", 2).await;
+    fill(&h, "q", "p2", 2).await;
+    let a = h.pop("/api/v1/pop/queue/q?batch=10").await.unwrap();
+    let b = h.pop("/api/v1/pop/queue/q?batch=10").await.unwrap();
+    assert_ne!(
+        a["partition"], b["partition"],
+        "competing consumers split the partitions"
+    );
+    assert!(h.pop("/api/v1/pop/queue/q?batch=10").await.is_none());
+
+    for g in ["g1", "g2"] {
+        let mut seen = Vec::new();
+        while let Some(p) = h
+            .pop(&format!(
+                "/api/v1/pop/queue/q?batch=10&consumerGroup={g}&subscriptionMode=all"
+            ))
+            .await
+        {
+            for m in p["messages"].as_array().unwrap() {
+                seen.push(format!(
+                    "{}/{}",
+                    m["partition"].as_str().unwrap(),
+                    m["transactionId"].as_str().unwrap()
+                ));
+                h.ack_msg(m, "completed").await;
+            }
+        }
+        seen.sort();
+        assert_eq!(
+            seen,
+            ["p1/m0", "p1/m1", "p2/m0", "p2/m1"],
+            "group {g} sees every message"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_expired_lease_redelivers_the_unacked_in_order_with_the_attempt_counted() {
+    let h = Harness::new().await;
+    h.configure("q", json!({"leaseTime": 30})).await;
+    fill(&h, "q", "p", 4).await;
+    let first = h.pop("/api/v1/pop/queue/q?batch=3").await.unwrap();
+    assert_eq!(txns(&first), ["m0", "m1", "m2"]);
+    // m1 is acked; m0 and m2 are not.
+    h.ack_msg(&first["messages"][1], "completed").await;
+    h.advance(29);
+    assert!(
+        h.pop("/api/v1/pop/queue/q?batch=3").await.is_none(),
+        "lease still live"
+    );
+    h.advance(1);
+    let again = h.pop("/api/v1/pop/queue/q?batch=3").await.unwrap();
+    assert_eq!(txns(&again), ["m0", "m2", "m3"], "m1 is done; order kept");
+    let attempts: Vec<_> = again["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["deliveryAttempt"].clone())
+        .collect();
+    assert_eq!(attempts, [2, 2, 1]);
+    assert_ne!(again["leaseId"], first["leaseId"]);
+}
+
+#[tokio::test]
+async fn lease_seconds_overrides_the_queue_lease_time() {
+    let h = Harness::new().await;
+    fill(&h, "q", "p", 1).await;
+    h.pop("/api/v1/pop/queue/q?leaseSeconds=5").await.unwrap();
+    h.advance(4);
+    assert!(h.pop("/api/v1/pop/queue/q").await.is_none());
+    h.advance(1);
+    assert!(h.pop("/api/v1/pop/queue/q").await.is_some());
+}
+
+#[tokio::test]
+async fn a_waiting_pop_is_woken_by_a_push() {
+    let h = Harness::new().await;
+    let url = h.url("/api/v1/pop/queue/late?wait=true&timeout=10000");
+    let http = h.http.clone();
+    let started = Instant::now();
+    let waiter = tokio::spawn(async move { http.get(url).send().await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the pop waits while the queue is empty"
+    );
+    h.push_one("late", "p", "x", json!(1)).await;
+    let res = waiter.await.unwrap();
+    assert_eq!(res.status(), 200);
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(txns(&body), ["x"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "woken by the push, not the timeout"
+    );
+}
+
+#[tokio::test]
+async fn a_waiting_pop_times_out_empty() {
+    let h = Harness::new().await;
+    let started = Instant::now();
+    assert!(
+        h.pop("/api/v1/pop/queue/none?wait=true&timeout=400")
+            .await
+            .is_none()
+    );
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(390), "{took:?}");
+}
+
+#[tokio::test]
+async fn auto_ack_moves_the_cursor_at_delivery() {
+    let h = Harness::new().await;
+    fill(&h, "q", "p", 3).await;
+    let p = h
+        .pop("/api/v1/pop/queue/q?batch=2&autoAck=true")
+        .await
+        .unwrap();
+    assert_eq!(p["leaseId"], "");
+    assert_eq!(p["messages"][0]["leaseId"], "");
+    // No lease was taken: the next pop goes straight on, and nothing is redelivered.
+    let next = h.pop("/api/v1/pop/queue/q?batch=2").await.unwrap();
+    assert_eq!(txns(&next), ["m2"]);
+    assert_eq!(
+        h.ack_msg(&next["messages"][0], "completed").await["success"],
+        true
+    );
+    h.advance(3600);
+    assert!(h.pop("/api/v1/pop/queue/q?batch=10").await.is_none());
+}
+
+#[tokio::test]
+async fn a_new_named_group_sees_only_what_arrives_after_it_subscribed() {
+    let h = Harness::new().await;
+    fill(&h, "q", "p", 2).await;
+    h.advance(1);
+    assert!(
+        h.pop("/api/v1/pop/queue/q?consumerGroup=late")
+            .await
+            .is_none()
+    );
+    h.advance(1);
+    h.push_one("q", "p", "after", json!(1)).await;
+    let p = h
+        .pop("/api/v1/pop/queue/q?consumerGroup=late")
+        .await
+        .unwrap();
+    assert_eq!(txns(&p), ["after"]);
+    // subscriptionMode=all starts another group at the beginning.
+    let all = h
+        .pop("/api/v1/pop/queue/q?consumerGroup=all&subscriptionMode=all&batch=10")
+        .await
+        .unwrap();
+    assert_eq!(txns(&all), ["m0", "m1", "after"]);
+    // Queue mode always starts at the beginning.
+    let qm = h.pop("/api/v1/pop/queue/q?batch=10").await.unwrap();
+    assert_eq!(txns(&qm), ["m0", "m1", "after"]);
+}
+
+#[tokio::test]
+async fn subscription_from_a_time_starts_there() {
+    let h = Harness::new().await;
+    h.push_one("q", "p", "old", json!(1)).await;
+    h.advance(10);
+    let cut = queen_mock_broker::clock::format_iso(queen_mock_broker::Clock::now_micros(&h.clock));
+    h.push_one("q", "p", "new", json!(2)).await;
+    let p = h
+        .pop(&format!(
+            "/api/v1/pop/queue/q?consumerGroup=g&subscriptionFrom={cut}"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(txns(&p), ["new"]);
+}
+
+#[tokio::test]
+async fn several_partitions_can_be_claimed_under_one_lease() {
+    let h = Harness::new().await;
+    for p in ["a", "b", "c"] {
+        fill(&h, "q", p, 2).await;
+    }
+    let p = h
+        .pop("/api/v1/pop/queue/q?batch=5&partitions=3")
+        .await
+        .unwrap();
+    assert_eq!(p["partitionsClaimed"], 3);
+    let msgs = p["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 5, "batch is shared across the claims");
+    let lease = p["leaseId"].clone();
+    assert!(msgs.iter().all(|m| m["leaseId"] == lease));
+    // Every claimed partition is leased: nothing left for a competitor but the unclaimed rest.
+    assert!(h.pop("/api/v1/pop/queue/q?batch=5").await.is_none());
+    // Extending the one lease renews every claim.
+    let (s, ext) = h
+        .post(
+            &format!("/api/v1/lease/{}/extend", lease.as_str().unwrap()),
+            json!({"seconds": 10}),
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(ext["renewed"], 3, "{ext}");
+}
+
+#[tokio::test]
+async fn discovery_pops_by_namespace_and_task() {
+    let h = Harness::new().await;
+    let (s, _) = h
+        .post(
+            "/api/v1/configure",
+            json!({"queue": "billing-in", "namespace": "billing", "task": "invoice"}),
+        )
+        .await;
+    assert_eq!(s, 200);
+    h.push_one("billing-in", "p", "x", json!(1)).await;
+    h.push_one("other", "p", "y", json!(1)).await;
+    assert!(h.pop("/api/v1/pop?namespace=shipping").await.is_none());
+    let p = h
+        .pop("/api/v1/pop?namespace=billing&task=invoice")
+        .await
+        .unwrap();
+    assert_eq!(p["queue"], "billing-in");
+    assert_eq!(txns(&p), ["x"]);
+}
+
+#[tokio::test]
+async fn a_pop_of_an_unknown_queue_or_partition_is_empty() {
+    let h = Harness::new().await;
+    assert!(h.pop("/api/v1/pop/queue/nothing").await.is_none());
+    h.push_one("q", "p", "x", json!(1)).await;
+    assert!(h.pop("/api/v1/pop/queue/q/partition/nope").await.is_none());
+}
