@@ -131,6 +131,7 @@ fn message(queue: &str, partition: &str) -> NewMessage {
         transaction_id: Some(format!("bench-{id}")),
         trace_id: None,
         producer_sub: None,
+        message_id: None,
     }
 }
 

@@ -110,6 +110,7 @@ impl MockBrokerBuilder {
             source,
         })?;
         let (engine, writer) = Engine::start(db, self.clock);
+        engine.spawn_scheduler();
         let app = crate::http::router(engine.clone());
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let closing = engine.clone();

@@ -23,6 +23,19 @@ pub enum EngineError {
     /// The broker is stopping and takes no new writes (HTTP 503 `retry`).
     #[error("the broker is shutting down; retry against a running broker")]
     ShuttingDown,
+    /// A refusal with its own status and code, e.g. 403 `timer_horizon_exceeded` or
+    /// 400 `kv_bad_request` with a `reason`.
+    #[error("{message}")]
+    Coded {
+        /// HTTP status.
+        status: u16,
+        /// The `code` of the error body.
+        code: &'static str,
+        /// For a person.
+        message: String,
+        /// A finer reason, sent beside `code` (KV refusals).
+        reason: Option<&'static str>,
+    },
     /// Storage failed; nothing of the batch was committed (HTTP 500 `internal`).
     #[error("storage failure: {0}")]
     Storage(String),

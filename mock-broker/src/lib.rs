@@ -32,6 +32,7 @@ pub mod broker;
 pub mod clock;
 pub mod engine;
 pub mod error;
+pub mod fields;
 pub mod http;
 pub mod store;
 pub mod writer;

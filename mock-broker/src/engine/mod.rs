@@ -11,11 +11,16 @@ pub mod consumers;
 pub mod dlq;
 pub mod groups;
 pub(crate) mod ids;
+pub mod kv;
 pub mod lease;
+pub mod locks;
 pub(crate) mod notify;
 pub mod pop;
 pub mod push;
 pub mod queues;
+pub mod requests;
+pub mod timers;
+pub mod txn;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +42,16 @@ pub const DEFAULT_TENANT: &str = "default";
 /// How often a waiting pop looks again for work that time alone makes available
 /// (a lapsed lease, a delayed message coming due).
 const REPOLL: Duration = Duration::from_millis(250);
+
+/// How long a transaction call keeps retrying a commit whose outcome it could not
+/// observe (`QUEEN_STMT_TIMEOUT_MS`).
+const TRANSACTION_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How often the scheduler looks for due timers (and at once when a manual clock moves).
+const TIMER_TICK: Duration = Duration::from_millis(100);
+
+/// Sweeps between purges of old request records.
+const PURGE_EVERY: u64 = 100;
 
 /// The broker's semantics over one database. Cheap to clone.
 #[derive(Clone)]
@@ -235,6 +250,163 @@ impl Engine {
         self.writer
             .submit(move |tx| Ok(groups::delete_group(tx, &tenant, &group, metadata)?))
             .await
+    }
+
+    /// Runs a transaction and answers its commit or rollback body.
+    ///
+    /// The call gets an internal request id whose answer is recorded in the same commit
+    /// as its effects. When the commit's outcome cannot be observed (a storage error),
+    /// the call is submitted again under the same id: a commit that did happen is then
+    /// answered from its record and never applied twice.
+    pub async fn transaction(
+        &self,
+        tenant: &str,
+        t: txn::Transaction,
+    ) -> Result<serde_json::Value, EngineError> {
+        let request_id = requests::new_id();
+        let txn_id = ids::message_id();
+        let t = Arc::new(t);
+        let deadline = tokio::time::Instant::now() + TRANSACTION_DEADLINE;
+        loop {
+            let (tenant, t, rid, tid) = (
+                tenant.to_string(),
+                t.clone(),
+                request_id.clone(),
+                txn_id.clone(),
+            );
+            let out = self
+                .writer
+                .submit(move |tx| {
+                    if let Some(answer) = requests::recorded(tx, &rid)? {
+                        return Ok(answer);
+                    }
+                    let answer = txn::run(tx, &tenant, &t, &tid)?;
+                    requests::record(tx, &rid, &answer);
+                    Ok(answer)
+                })
+                .await;
+            match out {
+                Err(EngineError::Storage(e)) if tokio::time::Instant::now() < deadline => {
+                    tracing::warn!(error = %e, request = %request_id, "transaction commit failed; retrying under the same request id");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Runs a standalone KV call.
+    pub async fn kv(
+        &self,
+        tenant: &str,
+        ops: Vec<kv::KvOp>,
+    ) -> Result<serde_json::Value, EngineError> {
+        let tenant = tenant.to_string();
+        self.writer
+            .submit(move |tx| Ok(kv::run_standalone(tx, &tenant, &ops)?))
+            .await
+    }
+
+    /// Runs a standalone timers call: one result per operation, in order.
+    pub async fn timers(
+        &self,
+        tenant: &str,
+        ops: Vec<timers::TimerOp>,
+    ) -> Result<Vec<serde_json::Value>, EngineError> {
+        let tenant = tenant.to_string();
+        self.writer
+            .submit(move |tx| {
+                let mut out = Vec::with_capacity(ops.len());
+                for (i, op) in ops.iter().enumerate() {
+                    let mut r = timers::apply(tx, &tenant, op)?;
+                    r.insert("index".into(), i.into());
+                    out.push(serde_json::Value::Object(r));
+                }
+                Ok(out)
+            })
+            .await
+    }
+
+    /// Reads pending timers: one by key (`key`), or a page of a queue's.
+    pub async fn timer_read(
+        &self,
+        tenant: &str,
+        queue: &str,
+        key: Option<String>,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<serde_json::Value, EngineError> {
+        let (tenant, queue) = (tenant.to_string(), queue.to_string());
+        self.writer
+            .submit(move |tx| {
+                Ok(match key {
+                    Some(k) => timers::peek(tx, &tenant, &queue, &k)?,
+                    None => timers::list(tx, &tenant, &queue, after.as_deref(), limit)?,
+                })
+            })
+            .await
+    }
+
+    /// Runs a locks call: one result per operation, in order.
+    pub async fn locks(
+        &self,
+        tenant: &str,
+        ops: Vec<locks::LockOp>,
+    ) -> Result<Vec<serde_json::Value>, EngineError> {
+        let tenant = tenant.to_string();
+        self.writer
+            .submit(move |tx| {
+                let mut out = Vec::with_capacity(ops.len());
+                for (i, op) in ops.iter().enumerate() {
+                    let mut r = locks::apply(tx, &tenant, op)?;
+                    r.insert("index".into(), i.into());
+                    out.push(serde_json::Value::Object(r));
+                }
+                Ok(out)
+            })
+            .await
+    }
+
+    /// Starts the timer scheduler: fires due timers as pushes through the writer (at
+    /// least once, never early; pending timers are in the database, so they survive a
+    /// restart) and purges old request records. It stops when the engine closes.
+    pub fn spawn_scheduler(&self) -> tokio::task::JoinHandle<()> {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let mut sweeps: u64 = 0;
+            while !engine.is_closing() {
+                let closed = engine.closing.notify.notified();
+                let jumped = async {
+                    match engine.clock.jumped() {
+                        Some(n) => n.notified().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    _ = tokio::time::sleep(TIMER_TICK) => {}
+                    _ = jumped => {}
+                    _ = closed => break,
+                }
+                sweeps += 1;
+                let purge = sweeps.is_multiple_of(PURGE_EVERY);
+                let fired = engine
+                    .writer
+                    .submit(move |tx| {
+                        let n = timers::fire_due(tx)?;
+                        if purge {
+                            requests::purge(tx)?;
+                        }
+                        Ok(n)
+                    })
+                    .await;
+                match fired {
+                    Ok(n) if n > 0 => tracing::debug!(fired = n, "timers fired"),
+                    Ok(_) => {}
+                    Err(EngineError::ShuttingDown) => break,
+                    Err(e) => tracing::warn!(error = %e, "timer sweep failed; will retry"),
+                }
+            }
+        })
     }
 
     /// Lists dead letters from the last commit, without waiting on the writer.

@@ -27,6 +27,8 @@ pub struct NewMessage {
     pub trace_id: Option<String>,
     /// Stamped from the caller's identity, never from the request.
     pub producer_sub: Option<String>,
+    /// The message id to store (a timer's, minted when it was scheduled); minted when absent.
+    pub message_id: Option<String>,
 }
 
 impl NewMessage {
@@ -67,7 +69,7 @@ pub fn append(tx: &mut Tx, tenant: &str, msg: NewMessage) -> Result<Appended, St
     let queue = ensure_queue(tx, tenant, &msg.queue)?;
     let settings = Settings::of(&queue.options);
     let mut part = ensure_partition(tx, tenant, &msg.queue, &msg.partition)?;
-    let message_id = ids::message_id();
+    let message_id = msg.message_id.unwrap_or_else(ids::message_id);
     let txn = msg.transaction_id.unwrap_or_else(|| message_id.clone());
     let idx_key = Key::tenant(tenant).u64(part.id).str(&txn).into_bytes();
 

@@ -17,6 +17,8 @@ pub struct ApiError {
     pub message: String,
     /// Seconds to wait before retrying (429, 503).
     pub retry_after: Option<u64>,
+    /// A finer reason sent beside `code` (KV refusals).
+    pub reason: Option<&'static str>,
 }
 
 impl ApiError {
@@ -32,6 +34,7 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            reason: None,
         }
     }
 }
@@ -55,6 +58,19 @@ impl From<EngineError> for ApiError {
                 retry_after: Some(1),
                 ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "retry", message)
             },
+            EngineError::Coded {
+                status,
+                code,
+                reason,
+                ..
+            } => ApiError {
+                reason,
+                ..ApiError::new(
+                    StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
+                    code,
+                    message,
+                )
+            },
             EngineError::Storage(_) => {
                 tracing::error!(error = %message, "storage failure");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
@@ -65,7 +81,10 @@ impl From<EngineError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": self.message, "code": self.code });
+        let mut body = json!({ "error": self.message, "code": self.code });
+        if let Some(r) = self.reason {
+            body["reason"] = r.into();
+        }
         let mut res = (self.status, axum::Json(body)).into_response();
         if let Some(secs) = self.retry_after {
             res.headers_mut()

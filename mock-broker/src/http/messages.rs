@@ -72,6 +72,7 @@ pub async fn push(
             // The push route stores no trace id (`wire.md` section 3).
             trace_id: None,
             producer_sub: None,
+            message_id: None,
         });
     }
     let appended = s.engine.push(s.tenant(), items).await?;

@@ -5,8 +5,12 @@ mod acks;
 pub mod error;
 pub mod extract;
 mod groups;
+mod kv;
+mod locks;
 mod messages;
 mod queues;
+mod timers;
+mod txn;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -64,6 +68,19 @@ pub fn router(engine: Engine) -> Router {
             delete(groups::delete_group),
         )
         .route("/api/v1/dlq", get(groups::dlq))
+        .route("/api/v1/transaction", post(txn::transaction))
+        .route("/api/v1/kv", post(kv::kv))
+        .route(
+            "/api/v1/kv/{ns}/{key}",
+            get(kv::get_one).put(kv::put_one).delete(kv::delete_one),
+        )
+        .route("/api/v1/timers", post(timers::timers))
+        .route("/api/v1/timers/{queue}", get(timers::list))
+        .route(
+            "/api/v1/timers/{queue}/{key}",
+            get(timers::peek).delete(timers::cancel),
+        )
+        .route("/api/v1/locks", post(locks::locks))
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))

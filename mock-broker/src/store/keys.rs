@@ -18,14 +18,22 @@ impl Key {
 
     /// Appends a string component.
     pub fn str(mut self, s: &str) -> Self {
-        for &b in s.as_bytes() {
-            self.0.push(b);
-            if b == 0 {
-                self.0.push(0xFF);
-            }
-        }
+        self.0.extend(Self::escaped(s));
         self.0.extend_from_slice(&[0x00, 0x01]);
         self
+    }
+
+    /// A string's escaped bytes without the terminator: the byte prefix shared by every
+    /// string component that starts with `s`.
+    pub fn escaped(s: &str) -> Vec<u8> {
+        let mut out = Vec::with_capacity(s.len());
+        for &b in s.as_bytes() {
+            out.push(b);
+            if b == 0 {
+                out.push(0xFF);
+            }
+        }
+        out
     }
 
     /// Appends an integer component.

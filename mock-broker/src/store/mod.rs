@@ -71,10 +71,18 @@ pub enum T {
     Dead,
     /// (tenant, seq) -> DlqRecord
     Dlq,
+    /// (tenant, ns, key) -> KvRow
+    Kv,
+    /// (tenant, queue, timerKey) -> TimerRecord
+    Timers,
+    /// (deliverAt as ordered u64, tenant, queue, timerKey) -> (): the firing order
+    TimerDue,
+    /// (request id, a UUIDv7 so keys sort by time) -> the recorded answer
+    Requests,
 }
 
 /// Number of tables.
-pub const TABLE_COUNT: usize = 11;
+pub const TABLE_COUNT: usize = 15;
 
 /// The table definitions, indexed by [`T`].
 pub const TABLES: [Def; TABLE_COUNT] = [
@@ -89,6 +97,10 @@ pub const TABLES: [Def; TABLE_COUNT] = [
     TableDefinition::new("leases"),
     TableDefinition::new("dead"),
     TableDefinition::new("dlq"),
+    TableDefinition::new("kv"),
+    TableDefinition::new("timers"),
+    TableDefinition::new("timer_due"),
+    TableDefinition::new("requests"),
 ];
 
 /// Opens (creating if needed) the database file, or an in-memory one when `path` is

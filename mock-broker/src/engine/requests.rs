@@ -1,0 +1,54 @@
+//! The record of each transaction call's answer, under an internal request id.
+//!
+//! The engine retries a call whose commit outcome it could not observe (a storage
+//! error, an injected fault after the commit) under the same request id. The record is
+//! written in the same commit as the call's effects, so a retry of a call that did
+//! commit finds it and answers from it instead of running the step again.
+
+use serde_json::Value;
+
+use crate::store::records::decode;
+use crate::store::{StoreError, T, Tx};
+
+/// How long a record is kept: far longer than any in-call retry deadline.
+pub const KEEP_SECONDS: u64 = 120;
+
+/// A new request id: a UUIDv7, so records sort by time and old ones purge as a range.
+pub fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// The recorded answer of `id`, if its call committed.
+pub fn recorded(tx: &Tx, id: &str) -> Result<Option<Value>, StoreError> {
+    tx.get_raw(T::Requests, id.as_bytes())?
+        .map(|b| decode(&b))
+        .transpose()
+}
+
+/// Records `answer` under `id`, in the current command.
+pub fn record(tx: &mut Tx, id: &str, answer: &Value) {
+    tx.put(T::Requests, id.as_bytes().to_vec(), answer);
+}
+
+/// Drops records older than [`KEEP_SECONDS`].
+pub fn purge(tx: &mut Tx) -> Result<usize, StoreError> {
+    let cutoff = std::time::SystemTime::now() - std::time::Duration::from_secs(KEEP_SECONDS);
+    let secs = cutoff
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let ts = uuid::Timestamp::from_unix(uuid::NoContext, secs.as_secs(), secs.subsec_nanos());
+    let bound = uuid::Uuid::new_v7(ts).to_string();
+    let mut old = Vec::new();
+    tx.scan(T::Requests, &[], &[], |k, _| {
+        if k >= bound.as_bytes() {
+            return Ok(false);
+        }
+        old.push(k.to_vec());
+        Ok(true)
+    })?;
+    let n = old.len();
+    for k in old {
+        tx.delete(T::Requests, k);
+    }
+    Ok(n)
+}

@@ -1,0 +1,106 @@
+//! `POST /api/v1/kv` and its single-key shorthands.
+
+use axum::Json as AxumJson;
+use axum::extract::State;
+use serde_json::{Map, Value};
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::{Json, Params, PathParams};
+use crate::engine::kv::{self, KvRefusal};
+use crate::error::EngineError;
+use crate::fields::Obj;
+
+fn refused(r: KvRefusal) -> ApiError {
+    if r.too_large {
+        EngineError::PayloadTooLarge(r.message).into()
+    } else {
+        EngineError::Coded {
+            status: 400,
+            code: "kv_bad_request",
+            message: r.message,
+            reason: Some(r.reason),
+        }
+        .into()
+    }
+}
+
+fn bad(m: String) -> ApiError {
+    refused(KvRefusal {
+        reason: "kv_bad_request",
+        message: m,
+        too_large: false,
+    })
+}
+
+pub async fn kv(
+    State(s): State<AppState>,
+    Json(body): Json<Value>,
+) -> Result<AxumJson<Value>, ApiError> {
+    let o = Obj::of(&body, "body").map_err(bad)?;
+    let ops = o
+        .array("operations")
+        .map_err(bad)?
+        .ok_or_else(|| bad("operations is required".into()))?;
+    let ops = ops
+        .iter()
+        .enumerate()
+        .map(|(i, v)| kv::parse_op(v, &format!("operations[{i}]")))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(refused)?;
+    kv::check_limits(&ops, kv::STANDALONE).map_err(refused)?;
+    Ok(AxumJson(s.engine.kv(s.tenant(), ops).await?))
+}
+
+/// Runs one op built from the path and returns its bare result (or the precondition
+/// body when a `required` op lost).
+async fn single(s: AppState, op: Map<String, Value>) -> Result<AxumJson<Value>, ApiError> {
+    let parsed = kv::parse_op(&Value::Object(op), "body").map_err(refused)?;
+    let out = s.engine.kv(s.tenant(), vec![parsed]).await?;
+    Ok(AxumJson(match out.get("results").and_then(|r| r.get(0)) {
+        Some(r) => r.clone(),
+        None => out,
+    }))
+}
+
+fn base(op: &str, ns: String, key: String) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("op".into(), op.into());
+    m.insert("ns".into(), ns.into());
+    m.insert("key".into(), key.into());
+    m
+}
+
+pub async fn get_one(
+    State(s): State<AppState>,
+    PathParams((ns, key)): PathParams<(String, String)>,
+) -> Result<AxumJson<Value>, ApiError> {
+    single(s, base("get", ns, key)).await
+}
+
+pub async fn put_one(
+    State(s): State<AppState>,
+    PathParams((ns, key)): PathParams<(String, String)>,
+    Json(body): Json<Map<String, Value>>,
+) -> Result<AxumJson<Value>, ApiError> {
+    let mut op = base("put", ns, key);
+    for field in ["value", "ttlSeconds", "forever", "expect", "required"] {
+        if let Some(v) = body.get(field) {
+            op.insert(field.into(), v.clone());
+        }
+    }
+    single(s, op).await
+}
+
+pub async fn delete_one(
+    State(s): State<AppState>,
+    PathParams((ns, key)): PathParams<(String, String)>,
+    params: Params,
+) -> Result<AxumJson<Value>, ApiError> {
+    let mut op = base("delete", ns, key);
+    if params.get("expect").is_some() {
+        let expect = params.int("expect", 0, 0, i64::MAX)?;
+        op.insert("expect".into(), expect.into());
+    }
+    single(s, op).await
+}

@@ -1,0 +1,47 @@
+//! `POST /api/v1/locks`.
+
+use axum::Json as AxumJson;
+use axum::extract::State;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::Json;
+use crate::engine::locks;
+use crate::error::EngineError;
+use crate::fields::Obj;
+
+fn bad(m: String) -> ApiError {
+    EngineError::Coded {
+        status: 400,
+        code: "locks_bad_request",
+        message: m,
+        reason: None,
+    }
+    .into()
+}
+
+pub async fn locks(
+    State(s): State<AppState>,
+    Json(body): Json<Value>,
+) -> Result<AxumJson<Value>, ApiError> {
+    let o = Obj::of(&body, "body").map_err(bad)?;
+    let ops = o
+        .array("operations")
+        .map_err(bad)?
+        .ok_or_else(|| bad("operations is required".into()))?;
+    if ops.len() > locks::MAX_OPS {
+        return Err(bad(format!(
+            "{} lock operations; the limit is {}",
+            ops.len(),
+            locks::MAX_OPS
+        )));
+    }
+    let ops = ops
+        .iter()
+        .enumerate()
+        .map(|(i, v)| locks::parse_op(v, &format!("operations[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let results = s.engine.locks(s.tenant(), ops).await?;
+    Ok(AxumJson(json!({ "results": results })))
+}
