@@ -162,3 +162,24 @@ pub fn txns(pop: &Value) -> Vec<String> {
         .map(|m| m["transactionId"].as_str().unwrap().to_string())
         .collect()
 }
+
+impl Harness {
+    /// Sends a transaction; answers the status and body.
+    pub async fn txn(&self, body: Value) -> (StatusCode, Value) {
+        self.post("/api/v1/transaction", body).await
+    }
+
+    /// Sends a transaction that must answer 200 with a verdict; returns the body.
+    pub async fn txn_ok(&self, body: Value) -> Value {
+        let (s, b) = self.txn(body).await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        b
+    }
+
+    /// Reads one KV row through the public API (`found`, `value`, `version`).
+    pub async fn kv_get(&self, ns: &str, key: &str) -> Value {
+        let (s, b) = self.get(&format!("/api/v1/kv/{ns}/{key}")).await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        b
+    }
+}
