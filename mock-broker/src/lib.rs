@@ -28,6 +28,8 @@
 //!
 //! [redb]: https://docs.rs/redb
 
+#![warn(missing_docs)]
+
 pub mod broker;
 pub mod clock;
 pub mod engine;

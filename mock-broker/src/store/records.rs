@@ -36,38 +36,52 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
 /// A queue and its options.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct QueueRecord {
+    /// The queue's namespace, for discovery pops.
     pub namespace: Option<String>,
+    /// The queue's task, for discovery pops.
     pub task: Option<String>,
     /// Every option with its current value (see `engine::queues::OPTIONS`).
     pub options: serde_json::Map<String, serde_json::Value>,
+    /// When the queue was created.
     pub created_at: Micros,
 }
 
 /// A partition of a queue: its broker-wide id and the next offset of its log.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct PartitionRecord {
+    /// Broker-wide id; the wire's `partitionId` is its decimal text.
     pub id: u64,
+    /// The offset the next message gets.
     pub next_offset: u64,
+    /// When the partition was created.
     pub created_at: Micros,
 }
 
 /// The reverse of `PartitionRecord`: which queue and partition an id names.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PartitionRef {
+    /// The queue.
     pub queue: String,
+    /// The partition's name.
     pub partition: String,
 }
 
 /// One message of a partition's log.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MessageRecord {
+    /// The message id (UUIDv7).
     pub id: String,
+    /// Its `transactionId` (the dedup key).
     pub txn: String,
+    /// Its trace id (transactions only).
     #[serde(default)]
     pub trace: Option<String>,
+    /// The payload, as the producer's JSON text.
     pub data: Box<RawValue>,
+    /// The producer's identity, stamped from its token.
     #[serde(default)]
     pub producer_sub: Option<String>,
+    /// When it was stored.
     pub created_at: Micros,
     /// When the message becomes visible to consumers (`delayedProcessing`).
     pub visible_at: Micros,
@@ -76,16 +90,22 @@ pub struct MessageRecord {
 /// Where a `(partition, transactionId)` was last stored: the dedup window and ack lookup.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct TxnRef {
+    /// The message's offset.
     pub offset: u64,
+    /// When it was stored: the dedup window counts from here.
     pub created_at: Micros,
 }
 
 /// How a delivered message was last acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AckMark {
+    /// Done for the group.
     Completed,
+    /// Counts an attempt; redelivered while the retry limit lasts.
     Failed,
+    /// Redelivered without counting an attempt.
     Retry,
+    /// Dead-lettered (or dropped).
     Dlq,
 }
 
@@ -107,7 +127,9 @@ pub struct MsgState {
 /// A live (or lapsed, until the next pop notices) lease of one partition for one group.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LeaseState {
+    /// The lease id.
     pub id: String,
+    /// When it lapses.
     pub expires_at: Micros,
 }
 
@@ -116,6 +138,7 @@ pub struct LeaseState {
 pub struct ConsumerRecord {
     /// The first offset not yet done for this group.
     pub cursor: u64,
+    /// The group's lease on this partition, if any (possibly lapsed).
     pub lease: Option<LeaseState>,
     /// State of messages at or after `cursor` that have been delivered or acked.
     pub pending: BTreeMap<u64, MsgState>,
@@ -132,22 +155,35 @@ pub struct SubscriptionRecord {
 /// A lease id and the partitions it claims.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LeaseRecord {
+    /// The group holding it.
     pub group: String,
+    /// The queue of its partitions.
     pub queue: String,
+    /// The partition ids it claims.
     pub claims: Vec<u64>,
+    /// When it lapses.
     pub expires_at: Micros,
 }
 
 /// A dead-lettered message, as the DLQ listing shows it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DlqRecord {
+    /// The queue.
     pub queue: String,
+    /// The partition's name.
     pub partition: String,
+    /// The partition's id.
     pub partition_id: u64,
+    /// The message's offset.
     pub offset: u64,
+    /// The group that dead-lettered it.
     pub group: String,
+    /// The message as stored.
     pub message: MessageRecord,
+    /// The last ack's `error`.
     pub error: Option<String>,
+    /// `failed` acks taken.
     pub retry_count: u32,
+    /// When it was dead-lettered.
     pub failed_at: Micros,
 }
