@@ -116,6 +116,13 @@ impl<'a> Obj<'a> {
     }
 }
 
+/// The required `operations` array of a standalone KV, timers or locks call.
+pub fn operations(body: &Value) -> Result<&Vec<Value>, FieldError> {
+    Obj::of(body, "body")?
+        .array("operations")?
+        .ok_or_else(|| "operations is required".to_string())
+}
+
 /// A JSON value's kind, for error texts.
 pub fn kind(v: &Value) -> &'static str {
     match v {

@@ -313,18 +313,7 @@ impl Engine {
         tenant: &str,
         ops: Vec<timers::TimerOp>,
     ) -> Result<Vec<serde_json::Value>, EngineError> {
-        let tenant = tenant.to_string();
-        self.writer
-            .submit(move |tx| {
-                let mut out = Vec::with_capacity(ops.len());
-                for (i, op) in ops.iter().enumerate() {
-                    let mut r = timers::apply(tx, &tenant, op)?;
-                    r.insert("index".into(), i.into());
-                    out.push(serde_json::Value::Object(r));
-                }
-                Ok(out)
-            })
-            .await
+        self.each(tenant, ops, timers::apply).await
     }
 
     /// Reads pending timers: one by key (`key`), or a page of a queue's.
@@ -353,12 +342,26 @@ impl Engine {
         tenant: &str,
         ops: Vec<locks::LockOp>,
     ) -> Result<Vec<serde_json::Value>, EngineError> {
+        self.each(tenant, ops, locks::apply).await
+    }
+
+    /// Applies every op in one command and answers one result per op with its `index`.
+    async fn each<O: Send + Sync + 'static>(
+        &self,
+        tenant: &str,
+        ops: Vec<O>,
+        apply: fn(
+            &mut crate::store::Tx,
+            &str,
+            &O,
+        ) -> Result<serde_json::Map<String, serde_json::Value>, crate::store::StoreError>,
+    ) -> Result<Vec<serde_json::Value>, EngineError> {
         let tenant = tenant.to_string();
         self.writer
             .submit(move |tx| {
                 let mut out = Vec::with_capacity(ops.len());
                 for (i, op) in ops.iter().enumerate() {
-                    let mut r = locks::apply(tx, &tenant, op)?;
+                    let mut r = apply(tx, &tenant, op)?;
                     r.insert("index".into(), i.into());
                     out.push(serde_json::Value::Object(r));
                 }

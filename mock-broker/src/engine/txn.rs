@@ -20,34 +20,17 @@ use super::queues::{DEFAULT_PARTITION, PartitionEntry, check_name, partition_key
 use super::timers::{self, TimerOp};
 use crate::error::EngineError;
 use crate::fields::Obj;
-use crate::store::records::{AckMark, PartitionRecord};
+use crate::store::records::PartitionRecord;
 use crate::store::{StoreError, T, Tx};
 
 /// Most positions in one call.
 pub const MAX_POSITIONS: usize = 16_384;
 
-/// An ack of the `operations` array.
-#[derive(Debug, Clone)]
-pub struct TxnAck {
-    /// The acked message's `transactionId`.
-    pub transaction_id: String,
-    /// Its partition id.
-    pub partition_id: String,
-    /// The outcome.
-    pub status: AckMark,
-    /// The acking group.
-    pub group: String,
-    /// Its own lease, if sent.
-    pub lease_id: Option<String>,
-    /// Kept on a dead letter.
-    pub error: Option<String>,
-}
-
 /// One element of `operations`.
 #[derive(Debug, Clone)]
 pub enum TxnOp {
-    /// An ack.
-    Ack(TxnAck),
+    /// An ack; its `lease_id` is the one it carries itself, if any.
+    Ack(Ack),
     /// A push of one or more items.
     Push(Vec<NewMessage>),
 }
@@ -150,7 +133,7 @@ fn parse_operation(v: &Value, i: usize) -> Result<TxnOp, EngineError> {
     match ty {
         "ack" => {
             let s = |name| o.str(name).map_err(bad);
-            Ok(TxnOp::Ack(TxnAck {
+            Ok(TxnOp::Ack(Ack {
                 transaction_id: s("transactionId")?.unwrap_or("").to_string(),
                 partition_id: s("partitionId")?.unwrap_or("").to_string(),
                 status: parse_status(s("status")?),
@@ -261,7 +244,7 @@ fn rollback(tx: &mut Tx, id: &str, reason: &str, error: String, extra: Option<Va
 /// Finds each ack's lease: its own, else the single lease named by `requiredLeases`
 /// and the other acks together, else none (unfenced).
 fn resolve_leases(t: &Transaction) -> Vec<Option<String>> {
-    let acks: Vec<&TxnAck> = t
+    let acks: Vec<&Ack> = t
         .ops
         .iter()
         .filter_map(|o| match o {
@@ -315,20 +298,12 @@ pub fn run(tx: &mut Tx, tenant: &str, t: &Transaction, id: &str) -> Result<Value
     let mut ack_no = 0;
     for (op, &slot) in t.ops.iter().zip(&op_slot) {
         let TxnOp::Ack(a) = op else { continue };
-        let lease = leases[ack_no].clone();
+        let resolved = Ack {
+            lease_id: leases[ack_no].clone(),
+            ..a.clone()
+        };
         ack_no += 1;
-        let out = ack::ack(
-            tx,
-            tenant,
-            &Ack {
-                transaction_id: a.transaction_id.clone(),
-                partition_id: a.partition_id.clone(),
-                status: a.status,
-                group: a.group.clone(),
-                lease_id: lease,
-                error: a.error.clone(),
-            },
-        )?;
+        let out = ack::ack(tx, tenant, &resolved)?;
         if !out.success {
             let why = out.error.unwrap_or_default();
             let error = format!(

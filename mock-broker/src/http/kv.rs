@@ -9,7 +9,7 @@ use super::error::ApiError;
 use super::extract::{Json, Params, PathParams};
 use crate::engine::kv::{self, KvRefusal};
 use crate::error::EngineError;
-use crate::fields::Obj;
+use crate::fields;
 
 fn refused(r: KvRefusal) -> ApiError {
     if r.too_large {
@@ -37,11 +37,7 @@ pub async fn kv(
     State(s): State<AppState>,
     Json(body): Json<Value>,
 ) -> Result<AxumJson<Value>, ApiError> {
-    let o = Obj::of(&body, "body").map_err(bad)?;
-    let ops = o
-        .array("operations")
-        .map_err(bad)?
-        .ok_or_else(|| bad("operations is required".into()))?;
+    let ops = fields::operations(&body).map_err(bad)?;
     let ops = ops
         .iter()
         .enumerate()

@@ -9,7 +9,7 @@ use super::error::ApiError;
 use super::extract::Json;
 use crate::engine::locks;
 use crate::error::EngineError;
-use crate::fields::Obj;
+use crate::fields;
 
 fn bad(m: String) -> ApiError {
     EngineError::Coded {
@@ -25,11 +25,7 @@ pub async fn locks(
     State(s): State<AppState>,
     Json(body): Json<Value>,
 ) -> Result<AxumJson<Value>, ApiError> {
-    let o = Obj::of(&body, "body").map_err(bad)?;
-    let ops = o
-        .array("operations")
-        .map_err(bad)?
-        .ok_or_else(|| bad("operations is required".into()))?;
+    let ops = fields::operations(&body).map_err(bad)?;
     if ops.len() > locks::MAX_OPS {
         return Err(bad(format!(
             "{} lock operations; the limit is {}",

@@ -9,7 +9,7 @@ use super::error::ApiError;
 use super::extract::{Json, Params, PathParams};
 use crate::engine::timers::{self, DEFAULT_HORIZON_S};
 use crate::error::EngineError;
-use crate::fields::Obj;
+use crate::fields;
 
 fn bad(m: String) -> ApiError {
     EngineError::Coded {
@@ -33,11 +33,7 @@ pub async fn timers(
     State(s): State<AppState>,
     Json(body): Json<Value>,
 ) -> Result<AxumJson<Value>, ApiError> {
-    let o = Obj::of(&body, "body").map_err(bad)?;
-    let ops = o
-        .array("operations")
-        .map_err(bad)?
-        .ok_or_else(|| bad("operations is required".into()))?;
+    let ops = fields::operations(&body).map_err(bad)?;
     if ops.len() > timers::MAX_OPS {
         return Err(bad(format!(
             "{} timer operations; the limit is {}",
