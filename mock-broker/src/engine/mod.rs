@@ -33,6 +33,13 @@ use crate::store::records::QueueRecord;
 use crate::writer::{StatsSnapshot, Writer, WriterThread};
 use notify::Wakers;
 
+/// Applies one operation of a standalone call and answers its result fields.
+type ApplyOp<O> = fn(
+    &mut crate::store::Tx,
+    &str,
+    &O,
+) -> Result<serde_json::Map<String, serde_json::Value>, crate::store::StoreError>;
+
 /// The competing-consumers group: one shared cursor per partition.
 pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
 
@@ -350,11 +357,7 @@ impl Engine {
         &self,
         tenant: &str,
         ops: Vec<O>,
-        apply: fn(
-            &mut crate::store::Tx,
-            &str,
-            &O,
-        ) -> Result<serde_json::Map<String, serde_json::Value>, crate::store::StoreError>,
+        apply: ApplyOp<O>,
     ) -> Result<Vec<serde_json::Value>, EngineError> {
         let tenant = tenant.to_string();
         self.writer
