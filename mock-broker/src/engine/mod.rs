@@ -34,11 +34,12 @@ use crate::writer::{StatsSnapshot, Writer, WriterThread};
 use notify::Wakers;
 
 /// Applies one operation of a standalone call and answers its result fields.
-type ApplyOp<O> = fn(
-    &mut crate::store::Tx,
-    &str,
-    &O,
-) -> Result<serde_json::Map<String, serde_json::Value>, crate::store::StoreError>;
+type ApplyOp<O> =
+    fn(
+        &mut crate::store::Tx,
+        &str,
+        &O,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, crate::store::StoreError>;
 
 /// The competing-consumers group: one shared cursor per partition.
 pub const QUEUE_MODE: &str = "__QUEUE_MODE__";

@@ -221,7 +221,7 @@ pub fn check_call(ops: &[TimerOp], standalone: bool, horizon_s: i64) -> Result<(
                 op.payload_len
             )));
         }
-        if op.kind != TimerKind::Cancel && op.delay_ms / 1000 > horizon_s {
+        if op.kind != TimerKind::Cancel && op.delay_ms > horizon_s.saturating_mul(1000) {
             return Err(EngineError::Coded {
                 status: 403,
                 code: "timer_horizon_exceeded",

@@ -94,9 +94,12 @@ pub async fn delete_one(
     params: Params,
 ) -> Result<AxumJson<Value>, ApiError> {
     let mut op = base("delete", ns, key);
-    if params.get("expect").is_some() {
-        let expect = params.int("expect", 0, 0, i64::MAX)?;
-        op.insert("expect".into(), expect.into());
+    // The KV rules judge the value, so a bad one is `kv_bad_expect` as in the batch route.
+    if let Some(e) = params.get("expect") {
+        let v = e
+            .parse::<i64>()
+            .map_or_else(|_| Value::from(e), Value::from);
+        op.insert("expect".into(), v);
     }
     single(s, op).await
 }
