@@ -1,2 +1,74 @@
-//! Typed async client for Queen. The client lands with the SDK issue; this crate
-//! is a placeholder in the workspace so the layout of `DESIGN.md` holds from the start.
+//! # queen-sdk
+//!
+//! A typed async client for [Queen], a partitioned message queue whose central call,
+//! `POST /api/v1/transaction`, commits a worker's whole step (acks, pushes, KV state,
+//! timers, positions) atomically. This SDK makes that step correct by construction:
+//!
+//! - every ack carries its message's lease (and the lease goes into `requiredLeases`), so
+//!   a step whose lease expired rolls back instead of acking someone else's delivery;
+//! - pushed items and timers get deterministic ids derived from the acked messages, so a
+//!   retried or redelivered step rolls back as `duplicate` instead of writing twice;
+//! - 5xx answers and lost connections are retried only when that is safe, and a retry
+//!   that rolls back says the first attempt probably committed.
+//!
+//! ## The order worker's step
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use queen_sdk::{Client, Commit, Ttl};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Deserialize)]
+//! struct OrderPaid { order_id: String, customer: String, total: f64 }
+//! #[derive(Serialize)]
+//! struct Receipt<'a> { order_id: &'a str, total: f64 }
+//!
+//! # async fn demo() -> queen_sdk::Result<()> {
+//! let client = Client::new("http://127.0.0.1:6632")?;
+//! for msg in client.pop::<OrderPaid>("orders").group("billing").batch(10).send().await? {
+//!     let order = &msg.data;
+//!     let outcome = client
+//!         .transaction()
+//!         .ack(&msg) // fenced by the message's lease
+//!         .push("receipts", |p| {
+//!             p.partition(&order.customer)
+//!                 .payload(&Receipt { order_id: &order.order_id, total: order.total })
+//!         }) // its transactionId is derived from the acked message
+//!         .kv(|k| k.put("orders", &order.order_id, &serde_json::json!({"status": "paid"})).ttl(Ttl::days(30)))
+//!         .once("paid", &format!("{}-paid", order.order_id), Ttl::days(1))
+//!         .timer("reminders", |t| t.key(&order.order_id).after(Duration::from_secs(86_400)).payload(&order.order_id))
+//!         .commit()
+//!         .await?;
+//!     match outcome {
+//!         Commit::Committed(c) => tracing::info!(txn = %c.transaction_id, "step committed"),
+//!         Commit::Gated { .. } => tracing::info!("already paid: nothing to do"),
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! [Queen]: https://queenmq.com
+
+#![warn(missing_docs)]
+
+mod client;
+mod error;
+mod ids;
+pub mod locks;
+mod message;
+mod retry;
+mod txn;
+mod validate;
+
+pub use client::{Client, ClientBuilder};
+pub use error::{Error, Result, RollbackReason};
+pub use ids::derive_id;
+pub use message::{
+    AckOutcome, AckStatus, LeaseExtension, Message, Pop, PushItem, Pushed, QUEUE_MODE,
+    SubscriptionMode,
+};
+pub use retry::RetryPolicy;
+pub use txn::{
+    AckResult, Commit, Committed, Kv, KvOp, KvResult, LockGuard, PositionResult, Push, PushResult,
+    StepResult, Timer, TimerAction, TimerResult, TransactionBuilder, Ttl,
+};

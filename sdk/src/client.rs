@@ -1,0 +1,352 @@
+//! [`Client`]: one cheap-to-clone handle over a connection pool, with the retry policy.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use reqwest::{Method, header};
+use serde::Serialize;
+use serde_json::Value;
+use tracing::Instrument;
+
+use crate::error::{Error, Result};
+use crate::retry::RetryPolicy;
+
+/// Configures a [`Client`].
+///
+/// ```
+/// use std::time::Duration;
+/// use queen_sdk::{Client, RetryPolicy};
+/// let client = Client::builder()
+///     .url("http://127.0.0.1:6632")
+///     .token("s3cret")
+///     .request_timeout(Duration::from_secs(35))
+///     .retry(RetryPolicy::default().max_attempts(5))
+///     .build()?;
+/// # Ok::<(), queen_sdk::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    urls: Vec<String>,
+    token: Option<String>,
+    request_timeout: Duration,
+    connect_timeout: Duration,
+    retry: RetryPolicy,
+    user_agent: String,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        ClientBuilder {
+            urls: Vec::new(),
+            token: None,
+            // Longer than a long-poll's default 30 s wait.
+            request_timeout: Duration::from_secs(40),
+            connect_timeout: Duration::from_secs(5),
+            retry: RetryPolicy::default(),
+            user_agent: concat!("queen-sdk-rust/", env!("CARGO_PKG_VERSION")).into(),
+        }
+    }
+}
+
+impl ClientBuilder {
+    /// Adds a broker base URL, such as `http://127.0.0.1:6632`. With several, a failed
+    /// connection moves on to the next.
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.urls.push(url.into().trim_end_matches('/').to_string());
+        self
+    }
+
+    /// Adds several base URLs.
+    pub fn urls<I: IntoIterator<Item = S>, S: Into<String>>(mut self, urls: I) -> Self {
+        for u in urls {
+            self = self.url(u);
+        }
+        self
+    }
+
+    /// Sends `Authorization: Bearer <token>`.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Limit of one HTTP exchange (a long-poll's wait included).
+    pub fn request_timeout(mut self, d: Duration) -> Self {
+        self.request_timeout = d;
+        self
+    }
+
+    /// Limit of establishing a connection.
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.connect_timeout = d;
+        self
+    }
+
+    /// How failed calls are retried.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// The `User-Agent` header.
+    pub fn user_agent(mut self, ua: impl Into<String>) -> Self {
+        self.user_agent = ua.into();
+        self
+    }
+
+    /// Builds the client.
+    pub fn build(self) -> Result<Client> {
+        if self.urls.is_empty() {
+            return Err(Error::invalid(
+                "client",
+                "at least one base URL is required",
+            ));
+        }
+        for u in &self.urls {
+            if !(u.starts_with("http://") || u.starts_with("https://")) {
+                return Err(Error::invalid(
+                    "client",
+                    format!("{u:?} is not an http(s) URL"),
+                ));
+            }
+        }
+        let http = reqwest::Client::builder()
+            .timeout(self.request_timeout)
+            .connect_timeout(self.connect_timeout)
+            .user_agent(self.user_agent)
+            .build()?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                http,
+                urls: self.urls,
+                current: AtomicUsize::new(0),
+                token: self.token,
+                retry: self.retry,
+            }),
+        })
+    }
+}
+
+/// A Queen client. Clones share one connection pool.
+///
+/// ```no_run
+/// # async fn demo() -> queen_sdk::Result<()> {
+/// let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+/// let batch = client.pop::<serde_json::Value>("orders").group("billing").batch(10).send().await?;
+/// for msg in &batch {
+///     client.transaction().ack(msg).commit().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    http: reqwest::Client,
+    urls: Vec<String>,
+    current: AtomicUsize,
+    token: Option<String>,
+    pub(crate) retry: RetryPolicy,
+}
+
+/// Whether a failed call may be sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Replay {
+    /// Sending it twice has the effect of sending it once: retry any retryable failure.
+    Safe,
+    /// Sending it twice may apply it twice: retry only failures that surely did not
+    /// apply; others end in [`Error::OutcomeUnknown`].
+    Unsafe,
+}
+
+/// Per-call settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Opts {
+    /// Whether a failed call may be sent again.
+    pub replay: Replay,
+    /// A longer limit than the client's for this exchange (a long-poll).
+    pub timeout: Option<Duration>,
+}
+
+impl Opts {
+    /// Safe to replay, default timeout.
+    pub const SAFE: Opts = Opts {
+        replay: Replay::Safe,
+        timeout: None,
+    };
+}
+
+/// A successful answer.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub body: Value,
+    /// Attempts it took.
+    pub attempts: u32,
+}
+
+impl Client {
+    /// A client for one broker with default settings.
+    pub fn new(url: impl Into<String>) -> Result<Client> {
+        Self::builder().url(url).build()
+    }
+
+    /// A builder.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// The retry policy.
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.inner.retry
+    }
+
+    fn base(&self) -> &str {
+        let i = self.inner.current.load(Ordering::Relaxed) % self.inner.urls.len();
+        &self.inner.urls[i]
+    }
+
+    fn rotate(&self) {
+        if self.inner.urls.len() > 1 {
+            self.inner.current.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sends one request with the retry policy; answers the decoded 2xx body.
+    pub(crate) async fn call<Q: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        path: &str,
+        query: Option<&Q>,
+        body: Option<&Value>,
+        opts: Opts,
+    ) -> Result<Answer> {
+        let policy = &self.inner.retry;
+        let deadline = tokio::time::Instant::now() + policy.overall_deadline();
+        let mut delays = policy.delays();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let span = tracing::debug_span!("queen.call", %method, path, attempt);
+            let out = self
+                .once(method.clone(), path, query, body, opts.timeout)
+                .instrument(span)
+                .await;
+            let err = match out {
+                Ok(body) => {
+                    return Ok(Answer {
+                        body,
+                        attempts: attempt,
+                    });
+                }
+                Err(e) => e,
+            };
+            if !err.retryable() {
+                return Err(err);
+            }
+            if opts.replay == Replay::Unsafe && !err.surely_not_applied() {
+                return Err(Error::OutcomeUnknown {
+                    cause: Box::new(err),
+                });
+            }
+            if matches!(err, Error::Transport(_)) || err.status().is_some_and(|s| s >= 500) {
+                self.rotate();
+            }
+            let give_up = |err: Error| {
+                if attempt > 1 {
+                    Error::Exhausted {
+                        attempts: attempt,
+                        last: Box::new(err),
+                    }
+                } else {
+                    err
+                }
+            };
+            let Some(delay) = delays.next() else {
+                return Err(give_up(err));
+            };
+            let delay = err.retry_after().map_or(delay, |ra| ra.max(delay));
+            if tokio::time::Instant::now() + delay > deadline {
+                return Err(give_up(err));
+            }
+            tracing::debug!(error = %err, ?delay, attempt, "retrying");
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    async fn once<Q: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        path: &str,
+        query: Option<&Q>,
+        body: Option<&Value>,
+        timeout: Option<Duration>,
+    ) -> Result<Value> {
+        let mut req = self
+            .inner
+            .http
+            .request(method, format!("{}{path}", self.base()));
+        if let Some(q) = query {
+            req = req.query(q);
+        }
+        if let Some(t) = timeout {
+            req = req.timeout(t);
+        }
+        if let Some(t) = &self.inner.token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let res = req.send().await?;
+        let status = res.status();
+        let retry_after = res
+            .headers()
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let text = res.text().await?;
+        let parsed: Option<Value> = if text.trim().is_empty() {
+            None
+        } else {
+            serde_json::from_str(&text).ok()
+        };
+        if status.is_success() {
+            return match (parsed, text.trim().is_empty()) {
+                (Some(v), _) => Ok(v),
+                (None, true) => Ok(Value::Null),
+                (None, false) => Err(Error::Decode {
+                    message: "the answer is not JSON".into(),
+                    body: text,
+                }),
+            };
+        }
+        // A refused transaction may carry the rollback envelope instead of an error body.
+        if let Some(v) = &parsed
+            && v.get("success") == Some(&Value::Bool(false))
+            && v.get("reason").is_some_and(Value::is_string)
+        {
+            return Ok(parsed.unwrap_or_default());
+        }
+        let field = |k: &str| {
+            parsed
+                .as_ref()
+                .and_then(|v| v.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let message = field("error").unwrap_or_else(|| text.clone());
+        // Without `code`, `error` is the code (`wire.md` section 1).
+        let code = field("code").or_else(|| field("error"));
+        Err(Error::Api {
+            status: status.as_u16(),
+            code,
+            message,
+            retry_after,
+        })
+    }
+}

@@ -1,0 +1,173 @@
+//! The one error type of the SDK.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Why a transaction rolled back (everything but a lost `required` KV gate, which is a
+/// value: [`crate::Commit::Gated`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RollbackReason {
+    /// A fenced ack's lease had expired or moved on, or an unfenced ack found nothing
+    /// to ack (`rejected_ack`, also spelled `ack_rejected`).
+    RejectedAck,
+    /// A pushed `transactionId` was already in its partition's dedup window.
+    Duplicate,
+    /// A required KV precondition lost (only when a caller asks for it as an error).
+    KvPrecondition,
+    /// A position named no offset of its partition.
+    RejectedPosition,
+    /// A reason this SDK does not know yet, kept verbatim.
+    Other(String),
+}
+
+impl RollbackReason {
+    /// Parses the wire's `reason`.
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "rejected_ack" | "ack_rejected" => Self::RejectedAck,
+            "duplicate" => Self::Duplicate,
+            "kv_precondition" => Self::KvPrecondition,
+            "rejected_position" => Self::RejectedPosition,
+            other => Self::Other(other.to_string()),
+        }
+    }
+
+    /// The wire spelling.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::RejectedAck => "rejected_ack",
+            Self::Duplicate => "duplicate",
+            Self::KvPrecondition => "kv_precondition",
+            Self::RejectedPosition => "rejected_position",
+            Self::Other(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for RollbackReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Everything that can go wrong.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The request breaks a rule of the API; nothing was sent.
+    #[error("invalid {op}: {rule}")]
+    Invalid {
+        /// The operation or part at fault, such as `kv[2]` or `push`.
+        op: String,
+        /// The rule it breaks.
+        rule: String,
+    },
+    /// The broker refused the call or failed (`{"error", "code"}` with a 4xx or 5xx).
+    #[error("broker answered {status}{}: {message}", code.as_deref().map(|c| format!(" {c}")).unwrap_or_default())]
+    Api {
+        /// The HTTP status.
+        status: u16,
+        /// The broker's `code` (an open set: `bad_request`, `overloaded`, ...).
+        code: Option<String>,
+        /// The broker's `error` text.
+        message: String,
+        /// How long the broker asked to wait (429, 503).
+        retry_after: Option<Duration>,
+    },
+    /// The transaction rolled back and wrote nothing.
+    #[error("transaction rolled back ({reason}): {error}{}", if *retried { " [after a retry: the first attempt probably committed]" } else { "" })]
+    RolledBack {
+        /// Why.
+        reason: RollbackReason,
+        /// The broker's text (do not branch on it).
+        error: String,
+        /// This answer came to a retry of a call whose first answer was lost: for
+        /// `duplicate`, `rejected_ack` and `kv_precondition` that means the first attempt
+        /// most probably committed, and the step is done.
+        retried: bool,
+    },
+    /// A call failed in a way that may or may not have applied it, and it was not safe
+    /// to send again (an ungated KV-only or timer-only transaction). Opt in with
+    /// [`crate::TransactionBuilder::retry_unsafe`] to retry anyway.
+    #[error("the outcome is unknown (the call may have applied): {cause}")]
+    OutcomeUnknown {
+        /// What happened.
+        cause: Box<Error>,
+    },
+    /// The connection failed or timed out.
+    #[error("transport: {0}")]
+    Transport(#[from] reqwest::Error),
+    /// The broker's answer did not decode.
+    #[error("undecodable answer: {message}")]
+    Decode {
+        /// What was wrong.
+        message: String,
+        /// The body, for diagnosis.
+        body: String,
+    },
+    /// A payload did not serialise.
+    #[error("payload does not serialise: {0}")]
+    Serialize(#[from] serde_json::Error),
+    /// The retry policy's overall deadline passed.
+    #[error("gave up after {attempts} attempts: {last}")]
+    Exhausted {
+        /// Attempts made.
+        attempts: u32,
+        /// The last failure.
+        last: Box<Error>,
+    },
+}
+
+impl Error {
+    pub(crate) fn invalid(op: impl Into<String>, rule: impl Into<String>) -> Self {
+        Error::Invalid {
+            op: op.into(),
+            rule: rule.into(),
+        }
+    }
+
+    /// The broker's `code`, for [`Error::Api`].
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Error::Api { code, .. } => code.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The HTTP status, for [`Error::Api`].
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// Whether the call certainly did not apply, so sending it again is always safe:
+    /// a 429, or a connection that could not be made.
+    pub(crate) fn surely_not_applied(&self) -> bool {
+        match self {
+            Error::Api { status, .. } => *status == 429,
+            Error::Transport(e) => e.is_connect(),
+            _ => false,
+        }
+    }
+
+    /// Whether a retry may help: 5xx, 429, and transport failures.
+    pub(crate) fn retryable(&self) -> bool {
+        match self {
+            Error::Api { status, .. } => *status == 429 || *status >= 500,
+            Error::Transport(e) => e.is_connect() || e.is_timeout() || e.is_request(),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::Api { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// Shorthand.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,446 @@
+//! Messages: push, pop, ack, lease extension.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::client::{Client, Opts, Replay};
+use crate::error::{Error, Result};
+use crate::validate;
+
+/// The consumer group of competing consumers.
+pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
+
+/// A delivered message with a typed payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message<T = Value> {
+    /// The broker's message id.
+    pub id: String,
+    /// The message's dedup key.
+    pub transaction_id: String,
+    /// The payload.
+    pub data: T,
+    /// The partition's opaque id (for acks).
+    pub partition_id: String,
+    /// The partition's name.
+    pub partition: String,
+    /// The lease this delivery is held under; empty for an `autoAck` pop.
+    pub lease_id: String,
+    /// The group it was delivered to.
+    pub consumer_group: String,
+    /// Its queue.
+    #[serde(default)]
+    pub queue: String,
+    /// Its offset in the partition.
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// 1 on first delivery to this group.
+    #[serde(default)]
+    pub delivery_attempt: Option<u32>,
+    /// A trace id, when the producer set one.
+    #[serde(default)]
+    pub trace_id: Option<String>,
+    /// The producer's identity, when the broker has auth.
+    #[serde(default)]
+    pub producer_sub: Option<String>,
+    /// When it was stored (ISO-8601).
+    #[serde(default)]
+    pub created_at: String,
+}
+
+impl<T> Message<T> {
+    /// Whether the message is held under a lease (not an `autoAck` delivery).
+    pub fn is_leased(&self) -> bool {
+        !self.lease_id.is_empty()
+    }
+}
+
+/// Where a new named group starts reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscriptionMode {
+    /// Only messages that arrive after its first pop (the broker's default).
+    New,
+    /// From the beginning.
+    All,
+}
+
+/// A pop request. Build it with [`Client::pop`].
+///
+/// ```no_run
+/// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+/// use std::time::Duration;
+/// #[derive(serde::Deserialize)]
+/// struct Order { id: String }
+/// let batch = client
+///     .pop::<Order>("orders")
+///     .group("billing")
+///     .batch(50)
+///     .wait(Duration::from_secs(20))
+///     .send()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a pop does nothing until sent"]
+pub struct Pop<'c, T> {
+    client: &'c Client,
+    queue: String,
+    partition: Option<String>,
+    params: Vec<(&'static str, String)>,
+    wait: Option<Duration>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: DeserializeOwned> Pop<'_, T> {
+    fn set(mut self, k: &'static str, v: String) -> Self {
+        self.params.retain(|(n, _)| *n != k);
+        self.params.push((k, v));
+        self
+    }
+
+    /// Only this partition.
+    pub fn partition(mut self, p: impl Into<String>) -> Self {
+        self.partition = Some(p.into());
+        self
+    }
+
+    /// The consumer group (default: competing consumers).
+    pub fn group(self, g: impl Into<String>) -> Self {
+        self.set("consumerGroup", g.into())
+    }
+
+    /// Most messages (default 200 on the broker).
+    pub fn batch(self, n: u32) -> Self {
+        self.set("batch", n.to_string())
+    }
+
+    /// Long-polls up to `d` for a message.
+    pub fn wait(mut self, d: Duration) -> Self {
+        self.wait = Some(d);
+        self.set("wait", "true".into())
+            .set("timeout", d.as_millis().to_string())
+    }
+
+    /// Lease length for this pop.
+    pub fn lease(self, d: Duration) -> Self {
+        self.set("leaseSeconds", d.as_secs().max(1).to_string())
+    }
+
+    /// Commit at delivery: no lease, no redelivery.
+    pub fn auto_ack(self) -> Self {
+        self.set("autoAck", "true".into())
+    }
+
+    /// Where a new named group starts.
+    pub fn subscription(self, mode: SubscriptionMode) -> Self {
+        let v = match mode {
+            SubscriptionMode::New => "new",
+            SubscriptionMode::All => "all",
+        };
+        self.set("subscriptionMode", v.into())
+    }
+
+    /// Start a new group's cursor at this ISO-8601 time (or `"now"`).
+    pub fn subscription_from(self, at: impl Into<String>) -> Self {
+        self.set("subscriptionFrom", at.into())
+    }
+
+    /// Claim up to `n` partitions under one lease (queue-wide pops only).
+    pub fn partitions(self, n: u32) -> Self {
+        self.set("partitions", n.to_string())
+    }
+
+    /// Sends the pop. An empty answer is an empty vector.
+    pub async fn send(self) -> Result<Vec<Message<T>>> {
+        validate::name("queue", &self.queue)?;
+        let path = match &self.partition {
+            Some(p) => format!(
+                "/api/v1/pop/queue/{}/partition/{}",
+                validate::segment(&self.queue),
+                validate::segment(p)
+            ),
+            None => format!("/api/v1/pop/queue/{}", validate::segment(&self.queue)),
+        };
+        let opts = Opts {
+            replay: Replay::Safe,
+            timeout: self.wait.map(|w| w + Duration::from_secs(10)),
+        };
+        let answer = self
+            .client
+            .call(Method::GET, &path, Some(&self.params), None, opts)
+            .await?;
+        decode_messages(answer.body)
+    }
+}
+
+/// Decodes a pop answer (a 204 arrives as `null`).
+pub(crate) fn decode_messages<T: DeserializeOwned>(body: Value) -> Result<Vec<Message<T>>> {
+    if body.is_null() {
+        return Ok(Vec::new());
+    }
+    if body.get("success") == Some(&Value::Bool(false)) {
+        return Err(Error::Api {
+            status: 200,
+            code: None,
+            message: body
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("pop failed")
+                .to_string(),
+            retry_after: None,
+        });
+    }
+    let msgs = body
+        .get("messages")
+        .cloned()
+        .unwrap_or(Value::Array(vec![]));
+    serde_json::from_value(msgs).map_err(|e| Error::Decode {
+        message: format!("pop answer: {e}"),
+        body: body.to_string(),
+    })
+}
+
+/// How a message was handled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AckStatus {
+    /// Done.
+    Completed,
+    /// Failed: redelivered while the queue's `retryLimit` lasts, then dead-lettered.
+    Failed {
+        /// Why (kept on the dead letter).
+        error: String,
+    },
+    /// Redeliver without counting an attempt.
+    Retry,
+    /// Dead-letter now.
+    Dlq,
+}
+
+impl AckStatus {
+    /// The wire status and error.
+    pub(crate) fn wire(&self) -> (&'static str, Option<&str>) {
+        match self {
+            AckStatus::Completed => ("completed", None),
+            AckStatus::Failed { error } => ("failed", Some(error)),
+            AckStatus::Retry => ("retry", None),
+            AckStatus::Dlq => ("dlq", None),
+        }
+    }
+}
+
+/// The verdict on one ack.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AckOutcome {
+    /// Applied (or a harmless repeat).
+    pub success: bool,
+    /// Why it was refused.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The ack completed its batch and released the lease.
+    #[serde(default)]
+    pub lease_released: bool,
+    /// The message was dead-lettered.
+    #[serde(default)]
+    pub dlq: bool,
+    /// A completed ack of a message already completed.
+    #[serde(default)]
+    pub noop: bool,
+}
+
+/// One message to push. The SDK always sends a `transactionId` (a new UUIDv7 unless you
+/// give one), so a retried push is deduplicated by the broker.
+#[derive(Debug, Clone)]
+pub struct PushItem {
+    queue: String,
+    partition: Option<String>,
+    payload: Result<Value, String>,
+    transaction_id: Option<String>,
+}
+
+impl PushItem {
+    /// A message for `queue` with a typed payload.
+    pub fn new<T: Serialize + ?Sized>(queue: impl Into<String>, payload: &T) -> Self {
+        PushItem {
+            queue: queue.into(),
+            partition: None,
+            payload: serde_json::to_value(payload).map_err(|e| e.to_string()),
+            transaction_id: None,
+        }
+    }
+
+    /// The partition (default `Default`).
+    pub fn partition(mut self, p: impl Into<String>) -> Self {
+        self.partition = Some(p.into());
+        self
+    }
+
+    /// The dedup key.
+    pub fn transaction_id(mut self, id: impl Into<String>) -> Self {
+        self.transaction_id = Some(id.into());
+        self
+    }
+}
+
+/// What the broker did with one pushed item.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Pushed {
+    /// Position in the request.
+    pub index: usize,
+    /// The stored message's id (the original's, for a duplicate).
+    pub message_id: String,
+    /// The dedup key used.
+    pub transaction_id: String,
+    /// The queue.
+    #[serde(rename = "queueName")]
+    pub queue: String,
+    /// `queued`, `duplicate` or `error`.
+    pub status: String,
+    /// The message's offset (the original's, for a duplicate).
+    #[serde(default)]
+    pub offset: Option<u64>,
+}
+
+impl Pushed {
+    /// Whether it was already stored (nothing new was written).
+    pub fn is_duplicate(&self) -> bool {
+        self.status == "duplicate"
+    }
+}
+
+/// A lease extension's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseExtension {
+    /// Partition claims extended; 0 when the lease had expired or is unknown.
+    pub renewed: u64,
+    /// The new expiry (ISO-8601), when extended.
+    pub expires_at: Option<String>,
+}
+
+impl Client {
+    /// Starts a pop from `queue`.
+    pub fn pop<T: DeserializeOwned>(&self, queue: impl Into<String>) -> Pop<'_, T> {
+        Pop {
+            client: self,
+            queue: queue.into(),
+            partition: None,
+            params: Vec::new(),
+            wait: None,
+            _t: PhantomData,
+        }
+    }
+
+    /// Pushes messages; one result per item, in order.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// use queen_sdk::PushItem;
+    /// let out = client
+    ///     .push(vec![PushItem::new("orders", &serde_json::json!({"id": 7})).transaction_id("order-7")])
+    ///     .await?;
+    /// assert!(!out[0].message_id.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub async fn push(&self, items: Vec<PushItem>) -> Result<Vec<Pushed>> {
+        let mut wire = Vec::with_capacity(items.len());
+        for (i, it) in items.into_iter().enumerate() {
+            let op = format!("items[{i}]");
+            validate::name(&op, &it.queue)?;
+            if let Some(p) = &it.partition {
+                validate::name(&op, p)?;
+            }
+            let txn = it
+                .transaction_id
+                .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+            validate::transaction_id(&op, &txn)?;
+            let payload = it.payload.map_err(|e| Error::invalid(&op, e))?;
+            let mut item = json!({"queue": it.queue, "payload": payload, "transactionId": txn});
+            if let Some(p) = it.partition {
+                item["partition"] = p.into();
+            }
+            wire.push(item);
+        }
+        let body = json!({ "items": wire });
+        let answer = self
+            .client_call(Method::POST, "/api/v1/push", &body)
+            .await?;
+        decode(answer, "push answer")
+    }
+
+    /// Acks one message.
+    pub async fn ack<T>(&self, msg: &Message<T>, status: AckStatus) -> Result<AckOutcome> {
+        Ok(self.ack_batch(&[(msg, status)]).await?.remove(0))
+    }
+
+    /// Acks several messages; one verdict per ack, each independent.
+    pub async fn ack_batch<T>(&self, acks: &[(&Message<T>, AckStatus)]) -> Result<Vec<AckOutcome>> {
+        let acknowledgments: Vec<Value> = acks
+            .iter()
+            .map(|(m, s)| {
+                let (status, error) = s.wire();
+                json!({
+                    "transactionId": m.transaction_id,
+                    "partitionId": m.partition_id,
+                    "consumerGroup": m.consumer_group,
+                    "leaseId": (!m.lease_id.is_empty()).then_some(&m.lease_id),
+                    "status": status,
+                    "error": error,
+                })
+            })
+            .collect();
+        if acknowledgments.is_empty() {
+            return Ok(Vec::new());
+        }
+        let body = json!({ "acknowledgments": acknowledgments });
+        let answer = self
+            .client_call(Method::POST, "/api/v1/ack/batch", &body)
+            .await?;
+        decode(answer, "ack answer")
+    }
+
+    /// Extends a lease by `by` from now. A lease that has expired is never revived:
+    /// `renewed` is 0 then.
+    pub async fn extend_lease(&self, lease_id: &str, by: Duration) -> Result<LeaseExtension> {
+        let body = json!({ "seconds": by.as_secs().max(1) });
+        let path = format!("/api/v1/lease/{}/extend", validate::segment(lease_id));
+        let answer = self.client_call(Method::POST, &path, &body).await?;
+        let b = answer.body;
+        let renewed = if b.get("success") == Some(&Value::Bool(true)) {
+            b.get("renewed").and_then(Value::as_u64).unwrap_or(1)
+        } else {
+            0
+        };
+        let expires_at = ["newExpiresAt", "expiresAt", "lease_expires_at"]
+            .iter()
+            .find_map(|k| b.get(*k).and_then(Value::as_str))
+            .map(str::to_string);
+        Ok(LeaseExtension {
+            renewed,
+            expires_at,
+        })
+    }
+
+    /// A POST that is safe to replay.
+    pub(crate) async fn client_call(
+        &self,
+        method: Method,
+        path: &str,
+        body: &Value,
+    ) -> Result<crate::client::Answer> {
+        self.call::<()>(method, path, None, Some(body), Opts::SAFE)
+            .await
+    }
+}
+
+/// Decodes an answer body into `T`.
+pub(crate) fn decode<T: DeserializeOwned>(answer: crate::client::Answer, what: &str) -> Result<T> {
+    serde_json::from_value(answer.body.clone()).map_err(|e| Error::Decode {
+        message: format!("{what}: {e}"),
+        body: answer.body.to_string(),
+    })
+}
