@@ -718,3 +718,32 @@ async fn every_call_gets_its_own_transaction_id() {
     let (s, _) = h.txn(json!({"operations": []})).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn a_request_id_already_answered_is_never_applied_again() {
+    use queen_mock_broker::engine::{DEFAULT_TENANT, requests, txn};
+    let h = Harness::new().await;
+    let engine = h.broker.engine();
+    let body = json!({"kv": [{"op": "incr", "ns": "c", "key": "n", "forever": true}]});
+    let id = requests::new_id();
+    let first = engine
+        .transaction_as(DEFAULT_TENANT, &id, txn::parse(&body).unwrap())
+        .await
+        .unwrap();
+    let again = engine
+        .transaction_as(DEFAULT_TENANT, &id, txn::parse(&body).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(first, again, "answered from the record");
+    assert_eq!(h.kv_get("c", "n").await["value"], 1, "applied once");
+    // A new request id is a new call: an ungated incr counts again.
+    engine
+        .transaction_as(
+            DEFAULT_TENANT,
+            &requests::new_id(),
+            txn::parse(&body).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(h.kv_get("c", "n").await["value"], 2);
+}

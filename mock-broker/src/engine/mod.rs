@@ -271,7 +271,20 @@ impl Engine {
         tenant: &str,
         t: txn::Transaction,
     ) -> Result<serde_json::Value, EngineError> {
-        let request_id = requests::new_id();
+        self.transaction_as(tenant, &requests::new_id(), t).await
+    }
+
+    /// [`Engine::transaction`] under a given request id: a call whose id already has a
+    /// recorded answer is answered from it and applies nothing. Request ids are
+    /// internal (UUIDv7, see [`requests::new_id`]); this is the seam the retry loop and
+    /// fault-injecting tests use.
+    pub async fn transaction_as(
+        &self,
+        tenant: &str,
+        request_id: &str,
+        t: txn::Transaction,
+    ) -> Result<serde_json::Value, EngineError> {
+        let request_id = request_id.to_string();
         let txn_id = ids::message_id();
         let t = Arc::new(t);
         let deadline = tokio::time::Instant::now() + TRANSACTION_DEADLINE;

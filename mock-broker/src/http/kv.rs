@@ -54,8 +54,12 @@ async fn single(s: AppState, op: Map<String, Value>) -> Result<AxumJson<Value>, 
     let parsed = kv::parse_op(&Value::Object(op), "body").map_err(refused)?;
     let out = s.engine.kv(s.tenant(), vec![parsed]).await?;
     Ok(AxumJson(match out.get("results").and_then(|r| r.get(0)) {
-        Some(r) => r.clone(),
-        None => out,
+        Some(Value::Object(r)) => {
+            let mut r = r.clone();
+            r.remove("index");
+            Value::Object(r)
+        }
+        _ => out,
     }))
 }
 
