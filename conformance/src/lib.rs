@@ -1,2 +1,44 @@
-//! Conformance cases for Queen brokers. The suite lands with the conformance issue;
-//! this crate is a placeholder in the workspace so the layout of `DESIGN.md` holds.
+//! # queen-conformance
+//!
+//! The Queen transaction specification as runnable cases against any broker URL. Every
+//! rule of `transaction.md` (and the parts of `wire.md` it stands on) is a named case
+//! with a stable id, its level (MUST/SHOULD) and the sentence it checks; the retry and
+//! rollback rules are also checked as properties against a small reference model.
+//!
+//! The suite speaks raw JSON over HTTP and uses neither the SDK's nor the broker's
+//! types, so it judges both. Each case names its queues, groups and namespaces uniquely
+//! per run, so it can run against a shared broker, and twice.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use queen_conformance::{RunConfig, all_cases, run};
+//! let report = run(&RunConfig::new("http://127.0.0.1:6632"), all_cases()).await;
+//! println!("{}", report.to_text());
+//! assert!(report.ok());
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod case;
+pub mod cases;
+pub mod ctx;
+pub mod profile;
+pub mod report;
+pub mod runner;
+
+pub use case::{Capability, Case, Failure, Level};
+pub use cases::all_cases;
+pub use ctx::Ctx;
+pub use profile::{PROFILES, Profile};
+pub use report::{CaseResult, Report, Status};
+pub use runner::{RunConfig, run};
+
+/// Settings a case may read (the properties' size and seed).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Settings {
+    /// Generated cases per property.
+    pub prop_cases: u32,
+    /// The properties' seed.
+    pub seed: Option<u64>,
+}

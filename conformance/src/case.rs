@@ -1,0 +1,106 @@
+//! A case: one rule of the spec, with a stable id, its level, the sentence it checks,
+//! the capabilities it needs, and the check itself.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::ctx::{Ctx, Exchange};
+
+/// How binding the rule is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Level {
+    /// A broker that breaks it is not conformant.
+    Must,
+    /// Expected; a broker may differ for a stated reason.
+    Should,
+}
+
+impl Level {
+    /// `MUST` or `SHOULD`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Must => "MUST",
+            Level::Should => "SHOULD",
+        }
+    }
+}
+
+/// A part of the API a case depends on; profiles list the ones a broker has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Capability {
+    /// Queues, push, pop, ack, leases, the transaction's acks and pushes.
+    Core,
+    /// KV (standalone and in transactions).
+    Kv,
+    /// Timers.
+    Timers,
+    /// Positions in transactions, and seek.
+    Positions,
+    /// Locks.
+    Locks,
+    /// Cases that wait for real time to pass (lease expiry, timer firing).
+    Time,
+}
+
+/// Why a case failed: what was expected, what was seen, and the exchange that showed it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Failure {
+    /// What the spec requires.
+    pub expected: String,
+    /// What the broker did.
+    pub actual: String,
+    /// The request and answer (filled in by the runner from the case's last exchange).
+    pub exchange: Option<Exchange>,
+}
+
+impl Failure {
+    /// A failure.
+    pub fn new(expected: impl Into<String>, actual: impl Into<String>) -> Self {
+        Failure {
+            expected: expected.into(),
+            actual: actual.into(),
+            exchange: None,
+        }
+    }
+}
+
+/// The future a case returns.
+pub type CaseFuture = Pin<Box<dyn Future<Output = Result<(), Failure>> + Send>>;
+
+/// One rule as a runnable check.
+#[derive(Clone)]
+pub struct Case {
+    /// Stable id, such as `txn.ack.fenced.expired-lease`.
+    pub id: &'static str,
+    /// MUST or SHOULD.
+    pub level: Level,
+    /// The sentence of the spec it checks.
+    pub rule: &'static str,
+    /// What it needs of the broker.
+    pub needs: &'static [Capability],
+    /// The check.
+    pub run: fn(Ctx) -> CaseFuture,
+}
+
+impl std::fmt::Debug for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Case")
+            .field("id", &self.id)
+            .field("level", &self.level)
+            .finish()
+    }
+}
+
+/// Declares a case: `case!(id, Must, "rule", [Core, Kv], |cx| async move { ... })`.
+#[macro_export]
+macro_rules! case {
+    ($id:expr, $level:ident, $rule:expr, [$($cap:ident),*], $body:expr) => {
+        $crate::case::Case {
+            id: $id,
+            level: $crate::case::Level::$level,
+            rule: $rule,
+            needs: &[$($crate::case::Capability::$cap),*],
+            run: |cx| Box::pin(($body)(cx)),
+        }
+    };
+}

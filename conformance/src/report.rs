@@ -1,0 +1,207 @@
+//! The report: one row per case, rendered as a text table, JSON, or JUnit XML.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::case::{Failure, Level};
+
+/// A case's outcome.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "status", content = "detail", rename_all = "lowercase")]
+pub enum Status {
+    /// It held.
+    Pass,
+    /// It did not.
+    Fail(Failure),
+    /// Not applicable to the profile, with the reason.
+    Skip(String),
+}
+
+/// One case's row.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseResult {
+    /// The case's id.
+    pub id: String,
+    /// MUST or SHOULD.
+    pub level: Level,
+    /// The sentence it checks.
+    pub rule: String,
+    /// The outcome.
+    #[serde(flatten)]
+    pub status: Status,
+    /// How long it took.
+    pub millis: u64,
+}
+
+/// A whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The broker.
+    pub url: String,
+    /// The profile.
+    pub profile: String,
+    /// One row per selected case, by id.
+    pub results: Vec<CaseResult>,
+    /// Wall time of the run.
+    pub millis: u64,
+}
+
+impl Report {
+    /// (passed, failed, skipped).
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let mut c = (0, 0, 0);
+        for r in &self.results {
+            match r.status {
+                Status::Pass => c.0 += 1,
+                Status::Fail(_) => c.1 += 1,
+                Status::Skip(_) => c.2 += 1,
+            }
+        }
+        c
+    }
+
+    /// Whether every applicable case passed.
+    pub fn ok(&self) -> bool {
+        self.counts().1 == 0
+    }
+
+    /// The failed cases' ids.
+    pub fn failed_ids(&self) -> Vec<&str> {
+        self.results
+            .iter()
+            .filter(|r| matches!(r.status, Status::Fail(_)))
+            .map(|r| r.id.as_str())
+            .collect()
+    }
+
+    /// A table, then the details of each failure, then the totals.
+    pub fn to_text(&self) -> String {
+        let w = self
+            .results
+            .iter()
+            .map(|r| r.id.len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "queen-conformance against {} (profile {})\n",
+            self.url, self.profile
+        );
+        let _ = writeln!(
+            out,
+            "{:<w$}  {:<6}  {:<4}  {:>6}",
+            "CASE", "LEVEL", "RESULT", "ms"
+        );
+        for r in &self.results {
+            let (s, note) = match &r.status {
+                Status::Pass => ("pass", String::new()),
+                Status::Fail(_) => ("FAIL", String::new()),
+                Status::Skip(why) => ("skip", format!("  ({why})")),
+            };
+            let _ = writeln!(
+                out,
+                "{:<w$}  {:<6}  {:<6}  {:>6}{note}",
+                r.id,
+                r.level.as_str(),
+                s,
+                r.millis
+            );
+        }
+        for r in &self.results {
+            if let Status::Fail(f) = &r.status {
+                let _ = writeln!(
+                    out,
+                    "\nFAIL {} [{}]\n  rule:     {}",
+                    r.id,
+                    r.level.as_str(),
+                    r.rule
+                );
+                let _ = writeln!(out, "  expected: {}\n  actual:   {}", f.expected, f.actual);
+                if let Some(x) = &f.exchange {
+                    let _ = writeln!(out, "  request:  {}", x.request);
+                    if let Some(b) = &x.body {
+                        let _ = writeln!(out, "            {b}");
+                    }
+                    let _ = writeln!(out, "  response: HTTP {} {}", x.status, x.answer);
+                }
+            }
+        }
+        let (p, f, s) = self.counts();
+        let _ = writeln!(
+            out,
+            "\n{p} passed, {f} failed, {s} skipped in {:.1} s",
+            self.millis as f64 / 1000.0
+        );
+        out
+    }
+
+    /// The report as JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report serialises")
+    }
+
+    /// The report as JUnit XML (one testsuite; a testcase per case).
+    pub fn to_junit(&self) -> String {
+        let (p, f, s) = self.counts();
+        let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+        let _ = writeln!(
+            out,
+            "<testsuites><testsuite name=\"queen-conformance\" tests=\"{}\" failures=\"{f}\" skipped=\"{s}\" time=\"{:.3}\">",
+            p + f + s,
+            self.millis as f64 / 1000.0
+        );
+        for r in &self.results {
+            let class = r.id.rsplit_once('.').map(|(c, _)| c).unwrap_or(&r.id);
+            let _ = write!(
+                out,
+                "<testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\">",
+                esc(class),
+                esc(&r.id),
+                r.millis as f64 / 1000.0
+            );
+            match &r.status {
+                Status::Pass => {}
+                Status::Skip(why) => {
+                    let _ = write!(out, "<skipped message=\"{}\"/>", esc(why));
+                }
+                Status::Fail(fl) => {
+                    let detail = format!(
+                        "rule: {}\nexpected: {}\nactual: {}\nexchange: {}",
+                        r.rule,
+                        fl.expected,
+                        fl.actual,
+                        serde_json::to_string(&fl.exchange).unwrap_or_default()
+                    );
+                    let _ = write!(
+                        out,
+                        "<failure message=\"{}\">{}</failure>",
+                        esc(&fl.expected),
+                        esc(&detail)
+                    );
+                }
+            }
+            out.push_str("</testcase>\n");
+        }
+        out.push_str("</testsuite></testsuites>\n");
+        out
+    }
+}
+
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&apos;"),
+            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\t' | '\r') => {}
+            c => o.push(c),
+        }
+    }
+    o
+}
