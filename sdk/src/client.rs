@@ -184,8 +184,9 @@ impl Opts {
 #[derive(Debug)]
 pub(crate) struct Answer {
     pub body: Value,
-    /// Attempts it took.
-    pub attempts: u32,
+    /// An earlier attempt failed in a way that may have applied it (not a 429 or a
+    /// refused connection): this answer then describes a resend.
+    pub maybe_applied_before: bool,
 }
 
 impl Client {
@@ -228,18 +229,32 @@ impl Client {
         let deadline = tokio::time::Instant::now() + policy.overall_deadline();
         let mut delays = policy.delays();
         let mut attempt = 0;
+        let mut maybe_applied_before = false;
         loop {
             attempt += 1;
             let span = tracing::debug_span!("queen.call", %method, path, attempt);
-            let out = self
+            let sent = self
                 .once(method.clone(), path, query, body, opts.timeout)
-                .instrument(span)
-                .await;
+                .instrument(span);
+            // The deadline bounds the attempt in flight too, not only the waits.
+            let out = match tokio::time::timeout_at(deadline, sent).await {
+                Ok(out) => out,
+                Err(_) => {
+                    let err = Error::DeadlineExceeded { attempts: attempt };
+                    return Err(if opts.replay == Replay::Unsafe {
+                        Error::OutcomeUnknown {
+                            cause: Box::new(err),
+                        }
+                    } else {
+                        err
+                    });
+                }
+            };
             let err = match out {
                 Ok(body) => {
                     return Ok(Answer {
                         body,
-                        attempts: attempt,
+                        maybe_applied_before,
                     });
                 }
                 Err(e) => e,
@@ -252,6 +267,7 @@ impl Client {
                     cause: Box::new(err),
                 });
             }
+            maybe_applied_before |= !err.surely_not_applied();
             if matches!(err, Error::Transport(_)) || err.status().is_some_and(|s| s >= 500) {
                 self.rotate();
             }

@@ -108,7 +108,14 @@ pub enum Error {
     /// A payload did not serialise.
     #[error("payload does not serialise: {0}")]
     Serialize(#[from] serde_json::Error),
-    /// The retry policy's overall deadline passed.
+    /// The retry policy's overall deadline passed while an attempt was in flight.
+    #[error("the call's deadline passed during attempt {attempts}")]
+    DeadlineExceeded {
+        /// Attempts made, the interrupted one included.
+        attempts: u32,
+    },
+    /// The retry policy gave up (attempts used up, or the next wait would pass the
+    /// deadline).
     #[error("gave up after {attempts} attempts: {last}")]
     Exhausted {
         /// Attempts made.

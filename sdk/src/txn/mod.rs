@@ -168,6 +168,29 @@ impl TransactionBuilder {
         self
     }
 
+    /// An unleased (autoAck) message acked beside leased ones would be fenced by their
+    /// lease (the spec's second lease-resolution rule) and roll the step back.
+    fn check_ack_mix(&self) -> Result<()> {
+        let (mut leased, mut unleased) = (false, false);
+        for o in &self.ops {
+            if let Operation::Ack { lease_id, .. } = o {
+                if lease_id.is_some() {
+                    leased = true;
+                } else {
+                    unleased = true;
+                }
+            }
+        }
+        if leased && unleased {
+            return Err(Error::invalid(
+                "ack",
+                "an autoAck (unleased) message cannot be acked in the same transaction as leased ones: \
+                 the broker would fence it with their lease",
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether sending the body twice is harmless: a fenced ack, a required gate, or
     /// pushes whose ids are all deterministic make the second attempt roll back.
     fn replay(&self, pushes_deterministic: bool) -> Replay {
@@ -206,17 +229,29 @@ impl TransactionBuilder {
                 "at least one of acks, pushes, kv, timers and positions is needed",
             ));
         }
-        // The acked messages name the step: derived ids come from them.
-        let mut acked: Vec<&str> = self
-            .ops
-            .iter()
-            .filter_map(|o| match o {
-                Operation::Ack { message_id, .. } => Some(message_id.as_str()),
-                Operation::Push(_) => None,
-            })
-            .collect();
-        acked.sort_unstable();
-        acked.dedup();
+        // The acked messages name the step: derived ids come from each acked message,
+        // the group that acks it and how (a fan-out group's step, or a `failed` step and
+        // a later `completed` one, are different steps with different effects).
+        let acked_owned: Vec<String> = {
+            let mut v: Vec<String> = self
+                .ops
+                .iter()
+                .filter_map(|o| match o {
+                    Operation::Ack {
+                        message_id,
+                        group,
+                        status,
+                        ..
+                    } => Some(format!("{message_id}\u{0}{group}\u{0}{}", status.wire().0)),
+                    Operation::Push(_) => None,
+                })
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let acked: Vec<&str> = acked_owned.iter().map(String::as_str).collect();
+        self.check_ack_mix()?;
 
         let mut leases = BTreeSet::new();
         let mut ops = Vec::with_capacity(self.ops.len());
@@ -284,6 +319,12 @@ impl TransactionBuilder {
 
         let kv = self.render_kv()?;
         let timers = self.render_timers(&acked)?;
+        for (i, p) in self.positions.iter().enumerate() {
+            let op = format!("positions[{i}]");
+            for field in ["queue", "partition"] {
+                validate::name(&op, p[field].as_str().unwrap_or_default())?;
+            }
+        }
         if self.positions.len() > validate::MAX_POSITIONS {
             return Err(Error::invalid(
                 "positions",
@@ -393,6 +434,9 @@ impl TransactionBuilder {
         for (i, t) in self.timers.iter().enumerate() {
             let op = format!("timers[{i}]");
             validate::name(&op, &t.queue)?;
+            if let Some(p) = &t.partition {
+                validate::name(&op, p)?;
+            }
             if t.key.is_empty() {
                 return Err(Error::invalid(op, "a timer needs a key: .key(..)"));
             }
@@ -449,7 +493,7 @@ impl TransactionBuilder {
             .client
             .call::<()>(Method::POST, "/api/v1/transaction", None, Some(&body), opts)
             .await?;
-        decode_commit(&answer.body, answer.attempts > 1)
+        decode_commit(&answer.body, answer.maybe_applied_before)
     }
 }
 
