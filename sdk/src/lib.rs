@@ -47,27 +47,47 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ## The rest of a worker's loop
+//!
+//! - [`Client::consume`]: a [`Stream`](futures_core::Stream) of [`Delivery`]s that
+//!   long-polls for batches and keeps each delivery's lease extended while it is alive;
+//! - [`Client::lock`]: locks and semaphores whose [`Lock`] handle renews itself and whose
+//!   [`Lock::guard`] gates a transaction on still holding it;
+//! - [`Client::kv`] and [`Client::timers`]: standalone KV and timers, with the
+//!   transaction's [`Kv`] and [`Timer`] builders;
+//! - [`Client::configure`], [`Client::dlq`], [`Client::seek`], [`Client::delete_queue`],
+//!   [`Client::delete_group`] and [`Client::health`]: administration.
+//!
 //! [Queen]: https://queenmq.com
 
 #![warn(missing_docs)]
 
+mod admin;
 mod client;
+mod consume;
 mod error;
 mod ids;
+mod kv;
 pub mod locks;
 mod message;
 mod retry;
+mod timers;
 mod txn;
 mod validate;
 
+pub use admin::{DeadLetter, DlqPage, DlqQuery, Health, QueueConfig, QueueOptions, SeekTo};
 pub use client::{Client, ClientBuilder};
+pub use consume::{Consume, Deliveries, Delivery};
 pub use error::{Error, Result, RollbackReason};
 pub use ids::derive_id;
+pub use kv::{KvBatch, KvRow, KvStore, KvWrite};
+pub use locks::{Lock, LockBuilder};
 pub use message::{
     AckOutcome, AckStatus, LeaseExtension, Message, Pop, PushItem, Pushed, QUEUE_MODE,
     SubscriptionMode,
 };
 pub use retry::RetryPolicy;
+pub use timers::{PendingTimer, TimerPage, Timers};
 pub use txn::{
     AckResult, Commit, Committed, Kv, KvOp, KvResult, LockGuard, PositionResult, Push, PushResult,
     StepResult, Timer, TimerAction, TimerResult, TransactionBuilder, Ttl,

@@ -383,47 +383,14 @@ impl TransactionBuilder {
         let mut out = Vec::with_capacity(self.kv.len());
         for (i, k) in self.kv.iter().enumerate() {
             let op = format!("kv[{i}] ({})", k.op);
-            validate::ns(&op, &k.ns)?;
-            if k.op == "getMany" {
-                for key in &k.keys {
-                    validate::key(&op, key)?;
-                }
-            } else {
-                validate::key(&op, &k.key)?;
-            }
+            let wire = k.checked_wire(&op)?;
             if k.writes() && !written.insert((k.ns.as_str(), k.key.as_str())) {
                 return Err(Error::invalid(
                     op,
                     format!("{}/{} is written twice in one transaction", k.ns, k.key),
                 ));
             }
-            if k.needs_expiry() && k.ttl.is_none() {
-                return Err(Error::invalid(
-                    op,
-                    "needs exactly one expiry: .ttl(..) or .forever()",
-                ));
-            }
-            if let Some(Ttl::Seconds(0)) = k.ttl {
-                return Err(Error::invalid(op, "a TTL must be at least 1 second"));
-            }
-            let value = match &k.value {
-                None => None,
-                Some(Err(e)) => return Err(Error::invalid(op, format!("value: {e}"))),
-                Some(Ok(v)) => {
-                    let len = serde_json::to_string(v).map(|s| s.len()).unwrap_or(0);
-                    if len > validate::MAX_VALUE_BYTES {
-                        return Err(Error::invalid(
-                            op,
-                            format!(
-                                "the value is {len} bytes as JSON; the limit is {}",
-                                validate::MAX_VALUE_BYTES
-                            ),
-                        ));
-                    }
-                    Some(v.clone())
-                }
-            };
-            out.push(k.to_wire(value));
+            out.push(wire);
         }
         Ok(out)
     }
@@ -433,13 +400,6 @@ impl TransactionBuilder {
         let mut out = Vec::with_capacity(self.timers.len());
         for (i, t) in self.timers.iter().enumerate() {
             let op = format!("timers[{i}]");
-            validate::name(&op, &t.queue)?;
-            if let Some(p) = &t.partition {
-                validate::name(&op, p)?;
-            }
-            if t.key.is_empty() {
-                return Err(Error::invalid(op, "a timer needs a key: .key(..)"));
-            }
             if !seen.insert((t.queue.as_str(), t.key.as_str())) {
                 return Err(Error::invalid(
                     op,
@@ -457,21 +417,7 @@ impl TransactionBuilder {
                 }
                 None => None,
             };
-            if let Some(x) = &txn {
-                validate::transaction_id(&op, x)?;
-            }
-            let delay = match &t.delay {
-                Some(Ok(d)) => d.as_millis() as u64,
-                Some(Err(e)) => return Err(Error::invalid(op, e.clone())),
-                None if t.action == TimerAction::Cancel => 0,
-                None => return Err(Error::invalid(op, "a timer needs .after(..) or .at(..)")),
-            };
-            let payload = match &t.payload {
-                Some(Ok(b)) => Some(b.as_slice()),
-                Some(Err(e)) => return Err(Error::invalid(op, format!("payload: {e}"))),
-                None => None,
-            };
-            out.push(t.to_wire(txn.as_deref(), delay, payload));
+            out.push(t.checked_wire(&op, txn.as_deref())?);
         }
         Ok(out)
     }

@@ -329,3 +329,79 @@ impl Timer {
         v
     }
 }
+
+impl KvOp {
+    /// Checks the operation's own rules (namespace, key, expiry, value size) and renders
+    /// it, for calls outside a transaction (the standalone KV handle).
+    pub(crate) fn checked_wire(&self, op: &str) -> crate::Result<Value> {
+        use crate::{Error, validate};
+        validate::ns(op, &self.ns)?;
+        if self.op == "getMany" {
+            for key in &self.keys {
+                validate::key(op, key)?;
+            }
+        } else {
+            validate::key(op, &self.key)?;
+        }
+        if self.needs_expiry() && self.ttl.is_none() {
+            return Err(Error::invalid(
+                op,
+                "needs exactly one expiry: .ttl(..) or .forever()",
+            ));
+        }
+        if let Some(Ttl::Seconds(0)) = self.ttl {
+            return Err(Error::invalid(op, "a TTL must be at least 1 second"));
+        }
+        let value = match &self.value {
+            None => None,
+            Some(Err(e)) => return Err(Error::invalid(op, format!("value: {e}"))),
+            Some(Ok(v)) => {
+                let len = serde_json::to_string(v).map(|s| s.len()).unwrap_or(0);
+                if len > validate::MAX_VALUE_BYTES {
+                    return Err(Error::invalid(
+                        op,
+                        format!(
+                            "the value is {len} bytes as JSON; the limit is {}",
+                            validate::MAX_VALUE_BYTES
+                        ),
+                    ));
+                }
+                Some(v.clone())
+            }
+        };
+        Ok(self.to_wire(value))
+    }
+}
+
+impl Timer {
+    /// Checks the timer's own rules (queue, key, delay, payload) and renders it with
+    /// `txn`, for calls outside a transaction (the standalone timers handle).
+    pub(crate) fn checked_wire(&self, op: &str, txn: Option<&str>) -> crate::Result<Value> {
+        use crate::{Error, validate};
+        validate::name(op, &self.queue)?;
+        if self.key.is_empty() {
+            return Err(Error::invalid(op, "a timer needs a key: .key(..)"));
+        }
+        if self.key.len() > 1024 {
+            return Err(Error::invalid(op, "a timer key is at most 1,024 bytes"));
+        }
+        if let Some(p) = &self.partition {
+            validate::name(op, p)?;
+        }
+        if let Some(t) = txn {
+            validate::transaction_id(op, t)?;
+        }
+        let delay = match &self.delay {
+            Some(Ok(d)) => d.as_millis() as u64,
+            Some(Err(e)) => return Err(Error::invalid(op, e.clone())),
+            None if self.action == TimerAction::Cancel => 0,
+            None => return Err(Error::invalid(op, "a timer needs .after(..) or .at(..)")),
+        };
+        let payload = match &self.payload {
+            Some(Ok(b)) => Some(b.as_slice()),
+            Some(Err(e)) => return Err(Error::invalid(op, format!("payload: {e}"))),
+            None => None,
+        };
+        Ok(self.to_wire(txn, delay, payload))
+    }
+}

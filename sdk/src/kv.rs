@@ -1,0 +1,400 @@
+//! Standalone KV (`POST /api/v1/kv`): reads and writes outside a transaction.
+
+use reqwest::Method;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::client::{Client, Opts, Replay};
+use crate::error::{Error, Result};
+use crate::txn::{Kv, KvOp, KvResult, Ttl};
+
+/// Most operations in one standalone KV call.
+pub(crate) const MAX_STANDALONE_OPS: usize = 256;
+/// Most keys named in one standalone KV call.
+pub(crate) const MAX_STANDALONE_KEYS: usize = 1024;
+
+/// The standalone KV API. Get it with [`Client::kv`]; it is as cheap to clone as the
+/// client.
+///
+/// ```no_run
+/// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+/// use queen_sdk::Ttl;
+/// use serde_json::json;
+///
+/// let kv = client.kv();
+/// kv.put("carts", "c-1", &json!({"items": 2}), Ttl::hours(1)).await?;
+/// if let Some(row) = kv.get::<serde_json::Value>("carts", "c-1").await? {
+///     println!("{} at version {}", row.value, row.version);
+/// }
+/// let first = kv.put_if_absent("claims", "job-9", &"worker-a", Ttl::minutes(5)).await?;
+/// if !first.applied {
+///     println!("already claimed by {:?}", first.value);
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// Writes that are not gated are not safe to send twice (an `incr` would count twice, a
+/// `putIfAbsent` would answer that it lost to itself), so after a 5xx or a lost
+/// connection they end in [`crate::Error::OutcomeUnknown`] instead of being retried.
+/// Reads, and batches gated by a `required` write that a replay would lose, are retried.
+#[derive(Debug, Clone)]
+pub struct KvStore {
+    client: Client,
+}
+
+/// A row read by [`KvStore::get`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvRow<T = Value> {
+    /// The key.
+    pub key: String,
+    /// The value.
+    pub value: T,
+    /// The row's version: a fencing token for this key, new on every write.
+    pub version: u64,
+    /// When it lapses (ISO-8601); `None` for a row that lives forever.
+    pub expires_at: Option<String>,
+    /// When it was last written (ISO-8601).
+    pub updated_at: Option<String>,
+}
+
+/// What a standalone write did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvWrite {
+    /// Whether it applied.
+    pub applied: bool,
+    /// Why it did not: `exists`, `absent`, `version`, `limit` or `type`.
+    pub reason: Option<String>,
+    /// The value written, or the value in the way (a `putIfAbsent` loser gets the
+    /// winner's), or the counter's value after an `incr`.
+    pub value: Option<Value>,
+    /// The row's version after the write (or the winner's, for a loser).
+    pub version: Option<u64>,
+}
+
+impl KvWrite {
+    fn parse(r: &Value) -> KvWrite {
+        KvWrite {
+            applied: r.get("applied").and_then(Value::as_bool).unwrap_or(false),
+            reason: r.get("reason").and_then(Value::as_str).map(str::to_string),
+            value: r.get("value").filter(|v| !v.is_null()).cloned(),
+            version: r.get("version").and_then(Value::as_u64),
+        }
+    }
+
+    /// The value decoded as `T`, if there is one.
+    pub fn value_as<T: DeserializeOwned>(&self) -> Result<Option<T>> {
+        self.value
+            .clone()
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(Error::from)
+    }
+}
+
+/// What [`KvStore::batch`] answers.
+#[derive(Debug, Clone, PartialEq)]
+#[must_use]
+pub enum KvBatch {
+    /// The call ran; one result per operation, in order (a write that lost a
+    /// precondition which was not `required` says `applied: Some(false)`).
+    Applied {
+        /// One result per operation; `index` and `op_index` are its place in the call.
+        results: Vec<KvResult>,
+        /// The answer came to a retry.
+        retried: bool,
+    },
+    /// A `required` operation lost its precondition: nothing of the call was written.
+    Gated {
+        /// The operation that lost.
+        failed_index: usize,
+        /// `exists`, `absent`, `version`, `limit` or `type`.
+        kv_reason: String,
+        /// The row's current version, if it exists.
+        version: Option<u64>,
+        /// The row's current value, if it exists.
+        value: Option<Value>,
+        /// This came to a retry: the first attempt most probably applied.
+        retried: bool,
+    },
+}
+
+impl KvBatch {
+    /// The results, if the call was not gated.
+    pub fn results(self) -> Option<Vec<KvResult>> {
+        match self {
+            KvBatch::Applied { results, .. } => Some(results),
+            KvBatch::Gated { .. } => None,
+        }
+    }
+}
+
+impl Client {
+    /// The standalone KV API.
+    pub fn kv(&self) -> KvStore {
+        KvStore {
+            client: self.clone(),
+        }
+    }
+}
+
+fn parse_result(i: usize, v: &Value) -> KvResult {
+    KvResult {
+        index: v
+            .get("index")
+            .and_then(Value::as_u64)
+            .map_or(i, |n| n as usize),
+        op_index: i,
+        op: v
+            .get("op")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        applied: v.get("applied").and_then(Value::as_bool),
+        reason: v.get("reason").and_then(Value::as_str).map(str::to_string),
+        key: v.get("key").and_then(Value::as_str).map(str::to_string),
+        value: v.get("value").cloned(),
+        version: v.get("version").and_then(Value::as_u64),
+        found: v.get("found").and_then(Value::as_bool),
+        raw: v.clone(),
+    }
+}
+
+impl KvStore {
+    /// Sends `ops`; answers the raw body and whether it took a retry.
+    async fn run(&self, ops: &[KvOp], replay: Replay) -> Result<(Value, bool)> {
+        if ops.is_empty() {
+            return Err(Error::invalid("kv", "at least one operation is needed"));
+        }
+        if ops.len() > MAX_STANDALONE_OPS {
+            return Err(Error::invalid(
+                "kv",
+                format!(
+                    "{} KV operations; the limit is {MAX_STANDALONE_OPS}",
+                    ops.len()
+                ),
+            ));
+        }
+        let keys: usize = ops
+            .iter()
+            .map(|k| if k.op == "getMany" { k.keys.len() } else { 1 })
+            .sum();
+        if keys > MAX_STANDALONE_KEYS {
+            return Err(Error::invalid(
+                "kv",
+                format!("{keys} KV keys; the limit is {MAX_STANDALONE_KEYS}"),
+            ));
+        }
+        let wire = ops
+            .iter()
+            .enumerate()
+            .map(|(i, k)| k.checked_wire(&format!("operations[{i}] ({})", k.op)))
+            .collect::<Result<Vec<_>>>()?;
+        let body = json!({ "operations": wire });
+        let opts = Opts {
+            replay,
+            timeout: None,
+        };
+        let answer = self
+            .client
+            .call::<()>(Method::POST, "/api/v1/kv", None, Some(&body), opts)
+            .await?;
+        Ok((answer.body, answer.maybe_applied_before))
+    }
+
+    /// Runs one op and answers its result element.
+    async fn one(&self, op: KvOp, replay: Replay) -> Result<Value> {
+        let (body, _) = self.run(std::slice::from_ref(&op), replay).await?;
+        body.get("results")
+            .and_then(|r| r.get(0))
+            .cloned()
+            .ok_or_else(|| Error::Decode {
+                message: "a KV answer without results".into(),
+                body: body.to_string(),
+            })
+    }
+
+    /// Reads `ns/key`; `None` when it is absent or expired.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// #[derive(serde::Deserialize)]
+    /// struct Cart { items: u32 }
+    /// let cart = client.kv().get::<Cart>("carts", "c-1").await?;
+    /// println!("{:?}", cart.map(|row| row.value.items));
+    /// # Ok(()) }
+    /// ```
+    pub async fn get<T: DeserializeOwned>(&self, ns: &str, key: &str) -> Result<Option<KvRow<T>>> {
+        let r = self.one(Kv.get(ns, key), Replay::Safe).await?;
+        if r.get("found").and_then(Value::as_bool) != Some(true) {
+            return Ok(None);
+        }
+        let value = serde_json::from_value(r.get("value").cloned().unwrap_or(Value::Null))
+            .map_err(|e| Error::Decode {
+                message: format!("kv value of {ns}/{key}: {e}"),
+                body: r.to_string(),
+            })?;
+        let s = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_string);
+        Ok(Some(KvRow {
+            key: s("key").unwrap_or_else(|| key.to_string()),
+            value,
+            version: r.get("version").and_then(Value::as_u64).unwrap_or(0),
+            expires_at: s("expiresAt"),
+            updated_at: s("updatedAt"),
+        }))
+    }
+
+    /// Writes `value` to `ns/key` for `ttl`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// use queen_sdk::Ttl;
+    /// let w = client.kv().put("carts", "c-1", &serde_json::json!({"items": 2}), Ttl::days(1)).await?;
+    /// assert!(w.applied);
+    /// # Ok(()) }
+    /// ```
+    pub async fn put<V: Serialize + ?Sized>(
+        &self,
+        ns: &str,
+        key: &str,
+        value: &V,
+        ttl: impl Into<Ttl>,
+    ) -> Result<KvWrite> {
+        let r = self
+            .one(Kv.put(ns, key, value).ttl(ttl), Replay::Unsafe)
+            .await?;
+        Ok(KvWrite::parse(&r))
+    }
+
+    /// Writes `value` only if `ns/key` is absent. The loser gets `applied: false`,
+    /// `reason: "exists"` and the winner's value and version.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// use queen_sdk::Ttl;
+    /// let w = client.kv().put_if_absent("claims", "job-9", &"worker-a", Ttl::minutes(5)).await?;
+    /// if !w.applied {
+    ///     let holder: Option<String> = w.value_as()?;
+    ///     println!("claimed by {holder:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn put_if_absent<V: Serialize + ?Sized>(
+        &self,
+        ns: &str,
+        key: &str,
+        value: &V,
+        ttl: impl Into<Ttl>,
+    ) -> Result<KvWrite> {
+        let r = self
+            .one(Kv.put_if_absent(ns, key, value).ttl(ttl), Replay::Unsafe)
+            .await?;
+        Ok(KvWrite::parse(&r))
+    }
+
+    /// Removes `ns/key`; answers whether it existed.
+    pub async fn delete(&self, ns: &str, key: &str) -> Result<bool> {
+        let r = self.one(Kv.delete(ns, key), Replay::Unsafe).await?;
+        Ok(r.get("applied").and_then(Value::as_bool).unwrap_or(false))
+    }
+
+    /// Adds `delta` to the number at `ns/key` (an absent key counts from 0) and answers
+    /// the new value in [`KvWrite::value`]. For bounds, use [`KvStore::batch`] with
+    /// [`KvOp::min`] and [`KvOp::max`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// use queen_sdk::Ttl;
+    /// let n = client.kv().incr("stats", "orders", 1, Ttl::Forever).await?;
+    /// println!("{:?}", n.value_as::<i64>()?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn incr(
+        &self,
+        ns: &str,
+        key: &str,
+        delta: i64,
+        ttl: impl Into<Ttl>,
+    ) -> Result<KvWrite> {
+        let r = self
+            .one(Kv.incr(ns, key, delta).ttl(ttl), Replay::Unsafe)
+            .await?;
+        Ok(KvWrite::parse(&r))
+    }
+
+    /// Runs several operations in one call, built with the transaction's [`Kv`]
+    /// builder. A lost `required` operation writes nothing of the call and answers
+    /// [`KvBatch::Gated`]. A batch of reads is retried after a 5xx or a lost
+    /// connection, and so is one with a `required` write that a replay would lose
+    /// (`putIfAbsent`, `delete`, or a write with `expect`: the retry then answers
+    /// `Gated { retried: true, .. }`, meaning the first attempt most probably applied);
+    /// any other batch that writes ends in [`crate::Error::OutcomeUnknown`] instead.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// use queen_sdk::{Kv, KvBatch, Ttl};
+    /// let out = client
+    ///     .kv()
+    ///     .batch(vec![
+    ///         Kv.put_if_absent("seen", "evt-1", &true).ttl(Ttl::days(1)).required(),
+    ///         Kv.incr("stats", "events", 1).forever(),
+    ///     ])
+    ///     .await?;
+    /// match out {
+    ///     KvBatch::Applied { results, .. } => println!("counted: {:?}", results[1].value),
+    ///     KvBatch::Gated { .. } => println!("evt-1 was already counted"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn batch(&self, ops: Vec<KvOp>) -> Result<KvBatch> {
+        // A required write whose precondition its own first application breaks
+        // (`putIfAbsent`, `delete`, a write with `expect`) makes a replay gate itself.
+        let self_gated = |k: &KvOp| {
+            k.required
+                && (matches!(k.op, "putIfAbsent" | "delete") || (k.writes() && k.expect.is_some()))
+        };
+        let replay = if ops.iter().all(|k| !k.writes()) || ops.iter().any(self_gated) {
+            Replay::Safe
+        } else {
+            Replay::Unsafe
+        };
+        let (b, retried) = self.run(&ops, replay).await?;
+        if b.get("ok") == Some(&Value::Bool(false)) {
+            if b.get("reason").and_then(Value::as_str) == Some("kv_precondition") {
+                return Ok(KvBatch::Gated {
+                    failed_index: b.get("failedIndex").and_then(Value::as_u64).unwrap_or(0)
+                        as usize,
+                    kv_reason: b
+                        .get("kvReason")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    version: b.get("version").and_then(Value::as_u64),
+                    value: b.get("value").filter(|v| !v.is_null()).cloned(),
+                    retried,
+                });
+            }
+            return Err(Error::Api {
+                status: 200,
+                code: b.get("reason").and_then(Value::as_str).map(str::to_string),
+                message: b
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the KV call failed")
+                    .to_string(),
+                retry_after: None,
+            });
+        }
+        let results = b
+            .get("results")
+            .and_then(Value::as_array)
+            .map(|rs| {
+                rs.iter()
+                    .enumerate()
+                    .map(|(i, r)| parse_result(i, r))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(KvBatch::Applied { results, retried })
+    }
+}

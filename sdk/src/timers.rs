@@ -1,0 +1,294 @@
+//! Standalone timers (`/api/v1/timers`): a message pushed to a queue at a later time.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::client::{Client, Opts, Replay};
+use crate::error::{Error, Result};
+use crate::txn::{Timer, TimerAction, TimerResult};
+use crate::validate;
+
+/// Largest standalone timer payload, decoded.
+pub(crate) const MAX_TIMER_PAYLOAD_BYTES: usize = 1024 * 1024;
+
+/// The standalone timers API. Get it with [`Client::timers`].
+///
+/// ```no_run
+/// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+/// use std::time::Duration;
+/// use serde_json::json;
+///
+/// let timers = client.timers();
+/// let set = timers
+///     .schedule("reminders", "order-7", |t| {
+///         t.after(Duration::from_secs(3600)).payload(&json!({"orderId": "order-7"}))
+///     })
+///     .await?;
+/// println!("fires at {:?}", set.deliver_at);
+/// if let Some(pending) = timers.peek("reminders", "order-7").await? {
+///     println!("pending until {}", pending.deliver_at);
+/// }
+/// timers.cancel("reminders", "order-7").await?;
+/// # Ok(()) }
+/// ```
+///
+/// Each schedule sends a `txn` (yours, or a new UUIDv7): the fired message's
+/// `transactionId`. Scheduling is not retried after a 5xx or a lost connection (it ends
+/// in [`crate::Error::OutcomeUnknown`]): a replay after the timer fired would schedule it
+/// again. Cancelling, peeking and listing are retried.
+#[derive(Debug, Clone)]
+pub struct Timers {
+    client: Client,
+}
+
+/// A pending timer, as [`Timers::peek`] and [`Timers::list`] answer it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingTimer {
+    /// The queue it pushes to.
+    pub queue: String,
+    /// Its key.
+    pub timer_key: String,
+    /// When it fires (ISO-8601).
+    pub deliver_at: String,
+    /// The fired message's `transactionId`.
+    pub txn: Option<String>,
+    /// The fired message's id.
+    pub message_id: Option<String>,
+    /// The partition it pushes to.
+    pub partition: Option<String>,
+    /// The payload bytes ([`Timers::peek`] only; `None` in a list).
+    pub payload: Option<Vec<u8>>,
+    /// Failed fire attempts.
+    pub attempts: u64,
+}
+
+impl PendingTimer {
+    fn parse(queue: &str, v: &Value) -> PendingTimer {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        PendingTimer {
+            queue: s("queue").unwrap_or_else(|| queue.to_string()),
+            timer_key: s("timerKey").unwrap_or_default(),
+            deliver_at: s("deliverAt").unwrap_or_default(),
+            txn: s("txn"),
+            message_id: s("messageId"),
+            partition: s("partition"),
+            payload: v
+                .get("payload")
+                .and_then(Value::as_str)
+                .and_then(|p| B64.decode(p).ok()),
+            attempts: v.get("attempts").and_then(Value::as_u64).unwrap_or(0),
+        }
+    }
+
+    /// The payload decoded from JSON, if there is one.
+    pub fn payload_json<T: DeserializeOwned>(&self) -> Result<Option<T>> {
+        self.payload
+            .as_deref()
+            .map(serde_json::from_slice)
+            .transpose()
+            .map_err(Error::from)
+    }
+}
+
+/// One page of [`Timers::list`], in key order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimerPage {
+    /// The pending timers.
+    pub rows: Vec<PendingTimer>,
+    /// Pass it as `after` for the next page; `None` on the last page.
+    pub next_after: Option<String>,
+}
+
+impl Client {
+    /// The standalone timers API.
+    pub fn timers(&self) -> Timers {
+        Timers {
+            client: self.clone(),
+        }
+    }
+}
+
+fn parse_result(v: &Value) -> TimerResult {
+    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    TimerResult {
+        index: v.get("index").and_then(Value::as_u64).unwrap_or(0) as usize,
+        op_index: 0,
+        status: s("status").unwrap_or_default(),
+        ok: v.get("ok").and_then(Value::as_bool).unwrap_or(false),
+        queue: s("queue").unwrap_or_default(),
+        timer_key: s("timerKey").unwrap_or_default(),
+        txn: s("txn"),
+        message_id: s("messageId"),
+        deliver_at: s("deliverAt"),
+    }
+}
+
+impl Timers {
+    async fn set(
+        &self,
+        queue: &str,
+        key: &str,
+        action: TimerAction,
+        f: impl FnOnce(Timer) -> Timer,
+    ) -> Result<TimerResult> {
+        let mut t = f(Timer {
+            queue: queue.to_string(),
+            key: key.to_string(),
+            ..Default::default()
+        });
+        t.action = action;
+        if let Some(Ok(p)) = &t.payload
+            && p.len() > MAX_TIMER_PAYLOAD_BYTES
+        {
+            return Err(Error::invalid(
+                "timer",
+                format!(
+                    "the payload is {} bytes; the limit is {MAX_TIMER_PAYLOAD_BYTES}",
+                    p.len()
+                ),
+            ));
+        }
+        let txn = t
+            .txn
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let op = t.checked_wire("timer", Some(&txn))?;
+        self.send(op, Replay::Unsafe).await
+    }
+
+    async fn send(&self, op: Value, replay: Replay) -> Result<TimerResult> {
+        let body = json!({ "operations": [op] });
+        let opts = Opts {
+            replay,
+            timeout: None,
+        };
+        let answer = self
+            .client
+            .call::<()>(Method::POST, "/api/v1/timers", None, Some(&body), opts)
+            .await?;
+        answer
+            .body
+            .get("results")
+            .and_then(|r| r.get(0))
+            .map(parse_result)
+            .ok_or_else(|| Error::Decode {
+                message: "a timers answer without results".into(),
+                body: answer.body.to_string(),
+            })
+    }
+
+    /// Schedules the timer `queue/key`, configured by `f` (give it
+    /// [`Timer::after`] or [`Timer::at`]); a pending timer of the key is replaced
+    /// (`status: "rescheduled"`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// use std::time::Duration;
+    /// let r = client
+    ///     .timers()
+    ///     .schedule("reminders", "order-7", |t| t.after(Duration::from_secs(60)).payload(&"ping"))
+    ///     .await?;
+    /// assert!(r.ok);
+    /// # Ok(()) }
+    /// ```
+    pub async fn schedule(
+        &self,
+        queue: &str,
+        key: &str,
+        f: impl FnOnce(Timer) -> Timer,
+    ) -> Result<TimerResult> {
+        self.set(queue, key, TimerAction::Schedule, f).await
+    }
+
+    /// Reschedules the timer `queue/key` (scheduling it when absent).
+    pub async fn reschedule(
+        &self,
+        queue: &str,
+        key: &str,
+        f: impl FnOnce(Timer) -> Timer,
+    ) -> Result<TimerResult> {
+        self.set(queue, key, TimerAction::Reschedule, f).await
+    }
+
+    /// Cancels the pending timer `queue/key`. `ok: false` with `status: "absent"` means
+    /// there was none (it may have fired), `"too_late"` that firing had begun.
+    ///
+    /// Retried after a 5xx: cancelling twice has the effect of cancelling once, but a
+    /// retry's answer may then be `absent`.
+    pub async fn cancel(&self, queue: &str, key: &str) -> Result<TimerResult> {
+        let t = Timer {
+            queue: queue.to_string(),
+            key: key.to_string(),
+            action: TimerAction::Cancel,
+            ..Default::default()
+        };
+        let op = t.checked_wire("timer", None)?;
+        self.send(op, Replay::Safe).await
+    }
+
+    /// The pending timer `queue/key`, with its payload; `None` when there is none.
+    pub async fn peek(&self, queue: &str, key: &str) -> Result<Option<PendingTimer>> {
+        validate::name("timer", queue)?;
+        let path = format!(
+            "/api/v1/timers/{}/{}",
+            validate::segment(queue),
+            validate::segment(key)
+        );
+        let answer = self
+            .client
+            .call::<()>(Method::GET, &path, None, None, Opts::SAFE)
+            .await?;
+        let b = answer.body;
+        if b.get("found").and_then(Value::as_bool) != Some(true) {
+            return Ok(None);
+        }
+        Ok(Some(PendingTimer::parse(queue, &b)))
+    }
+
+    /// A page of `queue`'s pending timers in key order, starting after the key `after`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// let timers = client.timers();
+    /// let mut after = None;
+    /// loop {
+    ///     let page = timers.list("reminders", after.as_deref(), 100).await?;
+    ///     for t in &page.rows {
+    ///         println!("{} at {}", t.timer_key, t.deliver_at);
+    ///     }
+    ///     match page.next_after {
+    ///         Some(next) => after = Some(next),
+    ///         None => break,
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list(&self, queue: &str, after: Option<&str>, limit: u32) -> Result<TimerPage> {
+        validate::name("timer", queue)?;
+        let path = format!("/api/v1/timers/{}", validate::segment(queue));
+        let mut params = vec![("limit", limit.clamp(1, 1000).to_string())];
+        if let Some(a) = after {
+            params.push(("after", a.to_string()));
+        }
+        let answer = self
+            .client
+            .call(Method::GET, &path, Some(&params), None, Opts::SAFE)
+            .await?;
+        let b = answer.body;
+        let rows = b
+            .get("rows")
+            .and_then(Value::as_array)
+            .map(|rs| rs.iter().map(|r| PendingTimer::parse(queue, r)).collect())
+            .unwrap_or_default();
+        let truncated = b.get("truncated").and_then(Value::as_bool).unwrap_or(false);
+        let next_after = b
+            .get("nextAfter")
+            .and_then(Value::as_str)
+            .filter(|_| truncated)
+            .map(str::to_string);
+        Ok(TimerPage { rows, next_after })
+    }
+}
