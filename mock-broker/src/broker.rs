@@ -8,8 +8,9 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::engine::Engine;
+use crate::harness::{Faults, Harness, Inspector, RequestLog};
 use crate::store;
 use crate::writer::{StatsSnapshot, WriterThread};
 
@@ -109,9 +110,14 @@ impl MockBrokerBuilder {
             addr: self.listen,
             source,
         })?;
+        let clock = self.clock.clone();
         let (engine, writer) = Engine::start(db, self.clock);
         engine.spawn_scheduler();
-        let app = crate::http::router(engine.clone());
+        let harness = Harness::default();
+        let app = crate::http::router(engine.clone()).layer(axum::middleware::from_fn_with_state(
+            harness.clone(),
+            crate::harness::layer,
+        ));
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let closing = engine.clone();
         let server = tokio::spawn(async move {
@@ -129,6 +135,8 @@ impl MockBrokerBuilder {
         tracing::info!(%addr, "queen mock broker listening");
         Ok(MockBroker {
             addr,
+            clock,
+            harness,
             engine: Some(engine),
             stop: Some(stop_tx),
             server: Some(server),
@@ -150,6 +158,8 @@ impl MockBrokerBuilder {
 /// ```
 pub struct MockBroker {
     addr: SocketAddr,
+    clock: Arc<dyn Clock>,
+    harness: Harness,
     engine: Option<Engine>,
     stop: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<()>>,
@@ -175,6 +185,45 @@ impl MockBroker {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The broker's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The broker's clock when it is a [`ManualClock`] (set with
+    /// [`MockBrokerBuilder::clock`]): move it to make leases lapse and timers fire.
+    pub fn manual_clock(&self) -> Option<&ManualClock> {
+        self.clock.as_manual()
+    }
+
+    /// Fault injection: make the next calls of a route fail in chosen ways.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// use queen_mock_broker::harness::Fault;
+    /// let broker = MockBroker::start_in_memory().await?;
+    /// broker.faults().inject(Fault::unavailable().on("/health"));
+    /// let res = reqwest::get(format!("{}/health", broker.url())).await?;
+    /// assert_eq!(res.status(), 503);
+    /// assert_eq!(broker.faults().hits().len(), 1);
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn faults(&self) -> &Faults {
+        &self.harness.faults
+    }
+
+    /// The requests received so far.
+    pub fn requests(&self) -> &RequestLog {
+        &self.harness.log
+    }
+
+    /// Reads stored state directly (messages, cursors, leases, KV rows, timers).
+    pub fn inspect(&self) -> Inspector<'_> {
+        Inspector::new(self.engine())
     }
 
     /// Group-commit figures since start.

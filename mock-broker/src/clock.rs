@@ -33,6 +33,11 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     fn jumped(&self) -> Option<&Notify> {
         None
     }
+
+    /// This clock as a [`ManualClock`], when it is one.
+    fn as_manual(&self) -> Option<&ManualClock> {
+        None
+    }
 }
 
 /// The wall clock.
@@ -113,6 +118,10 @@ impl Clock for ManualClock {
 
     fn jumped(&self) -> Option<&Notify> {
         Some(&self.inner.jumped)
+    }
+
+    fn as_manual(&self) -> Option<&ManualClock> {
+        Some(self)
     }
 }
 

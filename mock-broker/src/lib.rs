@@ -35,6 +35,7 @@ pub mod clock;
 pub mod engine;
 pub mod error;
 pub mod fields;
+pub mod harness;
 pub mod http;
 pub mod store;
 pub mod writer;

@@ -163,7 +163,9 @@ impl Error {
     pub(crate) fn retryable(&self) -> bool {
         match self {
             Error::Api { status, .. } => *status == 429 || *status >= 500,
-            Error::Transport(e) => e.is_connect() || e.is_timeout() || e.is_request(),
+            // A connection that failed, timed out or broke mid-answer: the call may or
+            // may not have applied; whether it may be resent is the caller's rule.
+            Error::Transport(e) => !e.is_builder(),
             _ => false,
         }
     }

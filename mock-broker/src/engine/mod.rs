@@ -111,6 +111,11 @@ impl Engine {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// The database, for read-only inspection.
+    pub(crate) fn db(&self) -> &redb::Database {
+        &self.db
+    }
+
     /// The clock the engine reads.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock

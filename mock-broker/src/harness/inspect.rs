@@ -1,0 +1,195 @@
+//! Reading stored state directly, for assertions in tests: a queue's messages, a group's
+//! cursor and lease, a KV row, the pending timers. Reads see the last commit.
+
+use serde_json::Value;
+
+use crate::clock::Micros;
+use crate::engine::consumers;
+use crate::engine::kv::{KvRow, row_key};
+use crate::engine::queues::{DEFAULT_PARTITION, partition_key};
+use crate::engine::timers::TimerRecord;
+use crate::engine::{DEFAULT_TENANT, Engine};
+use crate::store::keys::{Key, KeyReader};
+use crate::store::records::{ConsumerRecord, MessageRecord, PartitionRecord, decode};
+use crate::store::{Reader, StoreError, T};
+
+/// A stored message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InspectedMessage {
+    /// Its offset.
+    pub offset: u64,
+    /// Its id.
+    pub id: String,
+    /// Its `transactionId`.
+    pub transaction_id: String,
+    /// Its payload.
+    pub data: Value,
+    /// Its trace id.
+    pub trace_id: Option<String>,
+    /// When it was stored.
+    pub created_at: Micros,
+}
+
+/// A group's position and lease on one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InspectedCursor {
+    /// The first offset not yet done for the group.
+    pub next_offset: u64,
+    /// The lease held there, if live at `now` or not yet noticed as lapsed.
+    pub lease_id: Option<String>,
+    /// When that lease lapses.
+    pub lease_expires_at: Option<Micros>,
+}
+
+/// A pending timer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InspectedTimer {
+    /// Its key.
+    pub key: String,
+    /// The pushed message's `transactionId`.
+    pub txn: String,
+    /// The pushed message's id.
+    pub message_id: String,
+    /// When it fires.
+    pub deliver_at: Micros,
+}
+
+/// Reads the broker's state without its public API.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+/// use queen_mock_broker::MockBroker;
+/// let broker = MockBroker::start_in_memory().await?;
+/// reqwest::Client::new()
+///     .post(format!("{}/api/v1/push", broker.url()))
+///     .json(&serde_json::json!({"items": [{"queue": "q", "payload": {"n": 1}}]}))
+///     .send()
+///     .await?;
+/// let msgs = broker.inspect().messages("q", "Default")?;
+/// assert_eq!(msgs[0].data, serde_json::json!({"n": 1}));
+/// broker.shutdown().await;
+/// # Ok(()) }
+/// ```
+pub struct Inspector<'a> {
+    engine: &'a Engine,
+}
+
+impl<'a> Inspector<'a> {
+    pub(crate) fn new(engine: &'a Engine) -> Self {
+        Inspector { engine }
+    }
+
+    fn reader(&self) -> Result<Reader, StoreError> {
+        Reader::begin(self.engine.db())
+    }
+
+    fn partition(
+        &self,
+        r: &Reader,
+        queue: &str,
+        partition: &str,
+    ) -> Result<Option<PartitionRecord>, StoreError> {
+        r.get(
+            T::Partitions,
+            &partition_key(DEFAULT_TENANT, queue, partition),
+        )?
+        .map(|b| decode(&b))
+        .transpose()
+    }
+
+    /// The queues, by name.
+    pub fn queues(&self) -> Result<Vec<String>, StoreError> {
+        let r = self.reader()?;
+        let prefix = Key::tenant(DEFAULT_TENANT).into_bytes();
+        let mut out = Vec::new();
+        r.scan(T::Queues, &prefix, &prefix, |k, _| {
+            let mut kr = KeyReader::new(k);
+            let _ = kr.str();
+            out.extend(kr.str());
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    /// Every stored message of a partition (`"Default"` when unnamed), in offset order.
+    pub fn messages(
+        &self,
+        queue: &str,
+        partition: &str,
+    ) -> Result<Vec<InspectedMessage>, StoreError> {
+        let r = self.reader()?;
+        let partition = if partition.is_empty() {
+            DEFAULT_PARTITION
+        } else {
+            partition
+        };
+        let Some(p) = self.partition(&r, queue, partition)? else {
+            return Ok(Vec::new());
+        };
+        let prefix = Key::tenant(DEFAULT_TENANT).u64(p.id).into_bytes();
+        let mut out = Vec::new();
+        r.scan(T::Messages, &prefix, &prefix, |k, v| {
+            let m: MessageRecord = decode(v)?;
+            out.push(InspectedMessage {
+                offset: u64::from_be_bytes(k[k.len() - 8..].try_into().expect("an 8-byte offset")),
+                id: m.id,
+                transaction_id: m.txn,
+                data: serde_json::from_str(m.data.get()).unwrap_or(Value::Null),
+                trace_id: m.trace,
+                created_at: m.created_at,
+            });
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    /// A group's cursor and lease on a partition; `None` before the group read it.
+    pub fn cursor(
+        &self,
+        queue: &str,
+        partition: &str,
+        group: &str,
+    ) -> Result<Option<InspectedCursor>, StoreError> {
+        let r = self.reader()?;
+        let Some(p) = self.partition(&r, queue, partition)? else {
+            return Ok(None);
+        };
+        let Some(bytes) = r.get(T::Consumers, &consumers::key(DEFAULT_TENANT, p.id, group))? else {
+            return Ok(None);
+        };
+        let c: ConsumerRecord = decode(&bytes)?;
+        Ok(Some(InspectedCursor {
+            next_offset: c.cursor,
+            lease_id: c.lease.as_ref().map(|l| l.id.clone()),
+            lease_expires_at: c.lease.as_ref().map(|l| l.expires_at),
+        }))
+    }
+
+    /// A KV row as stored (it may have expired: compare `expires_at` with the clock).
+    pub fn kv(&self, ns: &str, key: &str) -> Result<Option<KvRow>, StoreError> {
+        let r = self.reader()?;
+        r.get(T::Kv, &row_key(DEFAULT_TENANT, ns, key))?
+            .map(|b| decode(&b))
+            .transpose()
+    }
+
+    /// The pending timers of a queue, by key.
+    pub fn timers(&self, queue: &str) -> Result<Vec<InspectedTimer>, StoreError> {
+        let r = self.reader()?;
+        let prefix = Key::tenant(DEFAULT_TENANT).str(queue).into_bytes();
+        let mut out = Vec::new();
+        r.scan(T::Timers, &prefix, &prefix, |k, v| {
+            let mut kr = KeyReader::new(k);
+            let (_, _, key) = (kr.str(), kr.str(), kr.str());
+            let t: TimerRecord = decode(v)?;
+            out.push(InspectedTimer {
+                key: key.unwrap_or_default(),
+                txn: t.txn,
+                message_id: t.message_id,
+                deliver_at: t.deliver_at,
+            });
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+}
