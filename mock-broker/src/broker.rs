@@ -194,6 +194,18 @@ impl MockBroker {
 
     /// The broker's clock when it is a [`ManualClock`] (set with
     /// [`MockBrokerBuilder::clock`]): move it to make leases lapse and timers fire.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::{Clock, ManualClock, MockBroker};
+    /// let broker = MockBroker::builder().clock(ManualClock::new()).start().await?;
+    /// let clock = broker.manual_clock().expect("a manual clock");
+    /// let before = clock.now_micros();
+    /// clock.advance(std::time::Duration::from_secs(300));
+    /// assert_eq!(broker.clock().now_micros() - before, 300_000_000);
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
     pub fn manual_clock(&self) -> Option<&ManualClock> {
         self.clock.as_manual()
     }
@@ -217,6 +229,17 @@ impl MockBroker {
     }
 
     /// The requests received so far.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::start_in_memory().await?;
+    /// reqwest::get(format!("{}/health", broker.url())).await?;
+    /// let log = broker.requests().matching("/health");
+    /// assert_eq!((log[0].method.as_str(), log[0].status), ("GET", 200));
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
     pub fn requests(&self) -> &RequestLog {
         &self.harness.log
     }
