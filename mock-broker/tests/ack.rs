@@ -313,3 +313,21 @@ async fn a_lease_extends_while_live_and_never_revives() {
         .await;
     assert_eq!(unknown["success"], false);
 }
+
+#[tokio::test]
+async fn a_fenced_completed_repeat_under_a_live_lease_is_a_noop() {
+    let h = Harness::new().await;
+    for t in ["a", "b"] {
+        h.push_one("q", "p", t, json!(1)).await;
+    }
+    let p = h.pop("/api/v1/pop/queue/q?batch=2").await.unwrap();
+    let a = &p["messages"][0];
+    assert_eq!(h.ack_msg(a, "completed").await["success"], true);
+    // The cursor moved past `a`, the lease still holds `b`: the same ack again is a
+    // completed repeat, not a refusal.
+    let again = h.ack_msg(a, "completed").await;
+    assert_eq!((again["success"].clone(), again["noop"].clone()), (json!(true), json!(true)), "{again}");
+    let failed = h.ack_msg(a, "failed").await;
+    assert_eq!(failed["success"], false, "a failed ack of a completed message is refused");
+    assert_eq!(h.ack_msg(&p["messages"][1], "completed").await["leaseReleased"], true);
+}

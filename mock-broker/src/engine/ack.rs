@@ -101,6 +101,17 @@ pub fn ack(tx: &mut Tx, tenant: &str, a: &Ack) -> Result<AckOutcome, StoreError>
                 "lease expired or not held for this partition and group",
             ));
         }
+        let first = c.lease.as_ref().map_or(0, |l| l.first);
+        if offset < c.cursor && offset >= first {
+            // Done while this lease was held: a repeat of its ack.
+            let dead_key = Key::tenant(tenant).u64(pid).str(&a.group).u64(offset).into_bytes();
+            let prev = if tx.get_raw(T::Dead, &dead_key)?.is_some() {
+                AckMark::Dlq
+            } else {
+                AckMark::Completed
+            };
+            return Ok(repeat(prev, a.status));
+        }
         let Some(st) = c.pending.get(&offset).filter(|s| s.in_lease) else {
             return Ok(AckOutcome::rejected("message is not in the leased batch"));
         };

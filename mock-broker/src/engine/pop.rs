@@ -232,6 +232,7 @@ fn claim(
     let lease_secs = req
         .lease_seconds
         .unwrap_or_else(|| Settings::of(&q.options).lease_time);
+    let first = offsets.first().map_or(0, |(o, _)| *o);
     for (offset, message) in offsets {
         let st = c.pending.entry(offset).or_default();
         st.deliveries += 1;
@@ -257,6 +258,7 @@ fn claim(
         c.lease = Some(LeaseState {
             id: out.lease_id.clone(),
             expires_at: tx.now + lease_secs * 1_000_000,
+            first,
         });
     }
     consumers::save(tx, tenant, pid, &req.group, &c);

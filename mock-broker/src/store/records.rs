@@ -131,6 +131,10 @@ pub struct LeaseState {
     pub id: String,
     /// When it lapses.
     pub expires_at: Micros,
+    /// The lowest offset delivered under it: offsets from here to the cursor were done
+    /// while it was held (the cursor forgets their marks as it moves past them).
+    #[serde(default)]
+    pub first: u64,
 }
 
 /// A consumer group's position and lease on one partition.
