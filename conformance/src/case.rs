@@ -50,7 +50,7 @@ pub struct Failure {
     /// What the broker did.
     pub actual: String,
     /// The request and answer (filled in by the runner from the case's last exchange).
-    pub exchange: Option<Exchange>,
+    pub exchange: Option<Box<Exchange>>,
 }
 
 impl Failure {

@@ -97,11 +97,11 @@ pub async fn run(cfg: &RunConfig, cases: Vec<Case>) -> Report {
                     match tokio::time::timeout(CASE_TIMEOUT, (case.run)(ctx.clone())).await {
                         Ok(Ok(())) => Status::Pass,
                         Ok(Err(mut f)) => {
-                            f.exchange = ctx.last_exchange();
+                            f.exchange = ctx.last_exchange().map(Box::new);
                             Status::Fail(f)
                         }
                         Err(_) => Status::Fail(Failure {
-                            exchange: ctx.last_exchange(),
+                            exchange: ctx.last_exchange().map(Box::new),
                             ..Failure::new(format!("done within {CASE_TIMEOUT:?}"), "timed out")
                         }),
                     }
