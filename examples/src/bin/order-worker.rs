@@ -1,0 +1,236 @@
+//! The seed's order worker (the Example of `spec/transaction.md`).
+//!
+//! An `order-paid` event is popped as consumer group `billing`, and the worker's whole
+//! step is one transaction: ack the event, push a receipt to `receipts/customer-123`, put
+//! the order's state in KV `orders/order-7`, set the `once("paid", "order-7-paid")` marker
+//! and schedule a reminder. Then the group is seeked back, the same event comes again
+//! under a new lease, the same step runs again, and it rolls back as `duplicate`: the SDK
+//! derived the receipt's `transactionId` from the acked event, so the second run names
+//! the same receipt. There is still exactly one receipt.
+//!
+//! ```sh
+//! cargo run -p queen-examples --bin order-worker                        # embedded broker
+//! QUEEN_URL=http://127.0.0.1:6632 cargo run -p queen-examples --bin order-worker
+//! ```
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail, ensure};
+use queen_examples::{Env, EnvOptions, read_all};
+use queen_sdk::{
+    AckStatus, Client, Commit, Committed, Error, Message, PushItem, RollbackReason, SeekTo,
+    StepResult, SubscriptionMode, TransactionBuilder, Ttl,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// The event a payment service publishes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct OrderPaid {
+    order_id: String,
+    customer: String,
+    total: f64,
+}
+
+/// What the worker writes where (suffixed per run against `QUEEN_URL`).
+struct Names {
+    orders: String,
+    receipts: String,
+    reminders: String,
+    orders_ns: String,
+    paid_ns: String,
+}
+
+const GROUP: &str = "billing";
+
+/// The worker's step for one event. The same event always yields the same step: the
+/// receipt's `transactionId` and the timer's `txn` are derived from the acked message.
+fn step(client: &Client, n: &Names, msg: &Message<OrderPaid>) -> TransactionBuilder {
+    let o = &msg.data;
+    client
+        .transaction()
+        .ack(msg)
+        .push(&n.receipts, |p| {
+            p.partition(&o.customer)
+                .payload(&json!({"orderId": o.order_id, "total": o.total}))
+        })
+        .kv(|k| {
+            k.put(&n.orders_ns, &o.order_id, &json!({"status": "paid"}))
+                .ttl(Ttl::days(30))
+        })
+        .once(&n.paid_ns, &format!("{}-paid", o.order_id), Ttl::days(1))
+        .timer(&n.reminders, |t| {
+            t.key(&o.order_id)
+                .after(Duration::from_secs(86_400))
+                .payload(&json!({"orderId": o.order_id}))
+        })
+}
+
+async fn pop_one(client: &Client, n: &Names) -> anyhow::Result<Message<OrderPaid>> {
+    let mut batch = client
+        .pop::<OrderPaid>(&n.orders)
+        .group(GROUP)
+        .subscription(SubscriptionMode::All)
+        .batch(1)
+        .wait(Duration::from_secs(2))
+        .send()
+        .await?;
+    ensure!(!batch.is_empty(), "nothing to pop from {}", n.orders);
+    Ok(batch.remove(0))
+}
+
+fn print_committed(c: &Committed, n: &Names, customer: &str) {
+    println!("step committed (transaction {}):", c.transaction_id);
+    let kv_ns = [&n.orders_ns, &n.paid_ns];
+    for r in &c.results {
+        match r {
+            StepResult::Ack(a) => println!("  ack    {} as group {GROUP}", a.transaction_id),
+            StepResult::Push(p) => println!(
+                "  push   receipt to {}/{customer}, transactionId {} (derived from the acked event)",
+                p.queue, p.transaction_id
+            ),
+            StepResult::Kv(k) => println!(
+                "  kv     {} {}/{} = {} (applied: {}, version {})",
+                k.op,
+                kv_ns.get(k.op_index).map_or("?", |s| s.as_str()),
+                k.key.as_deref().unwrap_or("?"),
+                k.value.as_ref().map_or("-".into(), |v| v.to_string()),
+                k.applied.unwrap_or(false),
+                k.version.map_or("-".into(), |v| v.to_string()),
+            ),
+            StepResult::Timer(t) => println!(
+                "  timer  {}/{} {}, fires at {}",
+                t.queue,
+                t.timer_key,
+                t.status,
+                t.deliver_at.as_deref().unwrap_or("?")
+            ),
+            other => println!("  {other:?}"),
+        }
+    }
+}
+
+async fn run(env: &Env) -> anyhow::Result<()> {
+    let client = env.client();
+    let n = Names {
+        orders: env.name("orders"),
+        receipts: env.name("receipts"),
+        reminders: env.name("reminders"),
+        orders_ns: env.name("orders"),
+        paid_ns: env.name("paid"),
+    };
+    let event = OrderPaid {
+        order_id: "order-7".into(),
+        customer: "customer-123".into(),
+        total: 120.5,
+    };
+
+    // 1. The payment service publishes the event.
+    client
+        .push(vec![
+            PushItem::new(&n.orders, &event)
+                .partition(&event.customer)
+                .transaction_id("order-7-paid"),
+        ])
+        .await
+        .context("pushing the order-paid event")?;
+    println!(
+        "pushed order-paid event for {} to {}/{} (transactionId order-7-paid)",
+        event.order_id, n.orders, event.customer
+    );
+
+    // 2. The worker pops it and commits its step.
+    let msg = pop_one(client, &n).await?;
+    println!(
+        "popped {} as group {GROUP} (delivery attempt {}, lease {})",
+        msg.transaction_id,
+        msg.delivery_attempt.unwrap_or(1),
+        msg.lease_id
+    );
+    let first = match step(client, &n, &msg).commit().await? {
+        Commit::Committed(c) => c,
+        Commit::Gated { kv_reason, .. } => {
+            bail!("the first run was gated ({kv_reason}): was the marker left by an earlier run?")
+        }
+    };
+    print_committed(&first, &n, &event.customer);
+
+    // 3. A redelivery: the group is rewound (an operator replays the queue, or a worker
+    //    crashed after committing but its cursor was restored), and the event comes back.
+    let rewound = client
+        .seek(
+            GROUP,
+            &n.orders,
+            SeekTo::Time("2000-01-01T00:00:00Z".into()),
+        )
+        .await
+        .context("seeking the group back")?;
+    println!(
+        "redelivery: group {GROUP} seeked back to the start of {} ({rewound} partition(s) rewound)",
+        n.orders
+    );
+    let again = pop_one(client, &n).await?;
+    ensure!(
+        again.lease_id != msg.lease_id,
+        "the redelivery reused the first lease"
+    );
+    println!(
+        "popped {} again under a new lease {}: running the same step",
+        again.transaction_id, again.lease_id
+    );
+    match step(client, &n, &again).commit().await {
+        Err(Error::RolledBack {
+            reason: RollbackReason::Duplicate,
+            retried,
+            ..
+        }) => {
+            println!(
+                "second run rolled back as a duplicate: the receipt's transactionId is already in {}/{}; nothing was written (retried: {retried})",
+                n.receipts, event.customer
+            );
+        }
+        Ok(Commit::Gated { kv_reason, .. }) => {
+            println!(
+                "second run gated: the once() marker {}/order-7-paid is set ({kv_reason}); nothing was written",
+                n.paid_ns
+            );
+        }
+        Ok(Commit::Committed(_)) => bail!("the redelivered step committed a second time"),
+        Err(e) => return Err(e).context("running the step again"),
+    }
+    // The step was already done: settle the redelivery on its own, so it does not come
+    // back a third time.
+    let acked = client.ack(&again, AckStatus::Completed).await?;
+    println!(
+        "acked the redelivered event on its own (success: {}): the step was already done",
+        acked.success
+    );
+
+    // 4. What is stored.
+    let receipts: Vec<serde_json::Value> =
+        read_all(client, &n.receipts, Some(&event.customer), "audit").await?;
+    let state = client
+        .kv()
+        .get::<serde_json::Value>(&n.orders_ns, &event.order_id)
+        .await?
+        .context("the order's state is missing")?;
+    let reminders = client.timers().list(&n.reminders, None, 100).await?;
+    println!(
+        "{}/{} = {} (version {})",
+        n.orders_ns, event.order_id, state.value, state.version
+    );
+    println!("reminders pending: {}", reminders.rows.len());
+    println!("receipts: {}", receipts.len());
+    ensure!(receipts.len() == 1, "expected exactly one receipt");
+    ensure!(reminders.rows.len() == 1, "expected exactly one reminder");
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let env = Env::connect(EnvOptions::default()).await?;
+    println!("broker: {}", env.describe());
+    let outcome = run(&env).await;
+    env.shutdown().await;
+    outcome
+}
