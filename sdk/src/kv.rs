@@ -361,16 +361,12 @@ impl KvStore {
         let (b, retried) = self.run(&ops, replay).await?;
         if b.get("ok") == Some(&Value::Bool(false)) {
             if b.get("reason").and_then(Value::as_str) == Some("kv_precondition") {
+                let (failed_index, kv_reason, version, value) = crate::txn::gate_fields(&b);
                 return Ok(KvBatch::Gated {
-                    failed_index: b.get("failedIndex").and_then(Value::as_u64).unwrap_or(0)
-                        as usize,
-                    kv_reason: b
-                        .get("kvReason")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string(),
-                    version: b.get("version").and_then(Value::as_u64),
-                    value: b.get("value").filter(|v| !v.is_null()).cloned(),
+                    failed_index,
+                    kv_reason,
+                    version,
+                    value,
                     retried,
                 });
             }

@@ -23,7 +23,7 @@
 //! ```
 
 mod ops;
-mod results;
+pub(crate) mod results;
 mod ttl;
 
 use std::collections::{BTreeSet, HashSet};
@@ -32,6 +32,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 pub use ops::{Kv, KvOp, Push, Timer, TimerAction};
+pub(crate) use results::gate_fields;
 pub use results::{
     AckResult, Commit, Committed, KvResult, PositionResult, PushResult, StepResult, TimerResult,
 };
@@ -464,17 +465,13 @@ pub(crate) fn decode_commit(b: &Value, retried: bool) -> Result<Commit> {
             let reason =
                 RollbackReason::parse(b.get("reason").and_then(Value::as_str).unwrap_or(""));
             if reason == RollbackReason::KvPrecondition {
+                let (failed_index, kv_reason, version, value) = results::gate_fields(&b);
                 return Ok(Commit::Gated {
                     transaction_id: id,
-                    failed_index: b.get("failedIndex").and_then(Value::as_u64).unwrap_or(0)
-                        as usize,
-                    kv_reason: b
-                        .get("kvReason")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string(),
-                    version: b.get("version").and_then(Value::as_u64),
-                    value: b.get("value").filter(|v| !v.is_null()).cloned(),
+                    failed_index,
+                    kv_reason,
+                    version,
+                    value,
                     retried,
                 });
             }

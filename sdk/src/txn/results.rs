@@ -239,3 +239,17 @@ impl Commit {
         }
     }
 }
+
+/// The fields of a lost `required` gate in a rollback body: `failedIndex`, `kvReason`,
+/// `version`, `value`.
+pub(crate) fn gate_fields(b: &Value) -> (usize, String, Option<u64>, Option<Value>) {
+    (
+        b.get("failedIndex").and_then(Value::as_u64).unwrap_or(0) as usize,
+        b.get("kvReason")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        b.get("version").and_then(Value::as_u64),
+        b.get("value").filter(|v| !v.is_null()).cloned(),
+    )
+}
