@@ -326,8 +326,18 @@ async fn a_fenced_completed_repeat_under_a_live_lease_is_a_noop() {
     // The cursor moved past `a`, the lease still holds `b`: the same ack again is a
     // completed repeat, not a refusal.
     let again = h.ack_msg(a, "completed").await;
-    assert_eq!((again["success"].clone(), again["noop"].clone()), (json!(true), json!(true)), "{again}");
+    assert_eq!(
+        (again["success"].clone(), again["noop"].clone()),
+        (json!(true), json!(true)),
+        "{again}"
+    );
     let failed = h.ack_msg(a, "failed").await;
-    assert_eq!(failed["success"], false, "a failed ack of a completed message is refused");
-    assert_eq!(h.ack_msg(&p["messages"][1], "completed").await["leaseReleased"], true);
+    assert_eq!(
+        failed["success"], false,
+        "a failed ack of a completed message is refused"
+    );
+    assert_eq!(
+        h.ack_msg(&p["messages"][1], "completed").await["leaseReleased"],
+        true
+    );
 }

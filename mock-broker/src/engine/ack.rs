@@ -104,7 +104,11 @@ pub fn ack(tx: &mut Tx, tenant: &str, a: &Ack) -> Result<AckOutcome, StoreError>
         let first = c.lease.as_ref().map_or(0, |l| l.first);
         if offset < c.cursor && offset >= first {
             // Done while this lease was held: a repeat of its ack.
-            let dead_key = Key::tenant(tenant).u64(pid).str(&a.group).u64(offset).into_bytes();
+            let dead_key = Key::tenant(tenant)
+                .u64(pid)
+                .str(&a.group)
+                .u64(offset)
+                .into_bytes();
             let prev = if tx.get_raw(T::Dead, &dead_key)?.is_some() {
                 AckMark::Dlq
             } else {
