@@ -23,6 +23,7 @@
 pub mod case;
 pub mod cases;
 pub mod ctx;
+pub mod model;
 pub mod profile;
 pub mod report;
 pub mod runner;
