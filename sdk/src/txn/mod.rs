@@ -465,7 +465,7 @@ pub(crate) fn decode_commit(b: &Value, retried: bool) -> Result<Commit> {
             let reason =
                 RollbackReason::parse(b.get("reason").and_then(Value::as_str).unwrap_or(""));
             if reason == RollbackReason::KvPrecondition {
-                let (failed_index, kv_reason, version, value) = results::gate_fields(&b);
+                let (failed_index, kv_reason, version, value) = results::gate_fields(b);
                 return Ok(Commit::Gated {
                     transaction_id: id,
                     failed_index,
