@@ -1,0 +1,653 @@
+//! One operation of each shape, driven through the SDK or through bare HTTP.
+//!
+//! Both drivers send the same bodies: the raw one writes each body from a template with
+//! `format!` (field for field what the SDK renders, deterministic ids included) and reads
+//! only the fields it needs from the answers, so `sdk / raw` is the SDK's own cost.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::body::Bytes;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use queen_sdk::{Client, Commit, Message, PushItem, QUEUE_MODE, RetryPolicy, Ttl};
+use reqwest::StatusCode;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::Shape;
+
+/// The SDK's HTTP settings (`ClientBuilder`'s defaults), which the raw client copies so
+/// that both modes use the same HTTP/1.1 connection pool.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(40);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest a pop long-polls before the worker looks at the deadline again.
+const MAX_WAIT: Duration = Duration::from_secs(1);
+
+/// The lease of the synthetic message acked against the no-op server.
+const NOOP_LEASE: &str = "0199a7c2-5e1b-7f3a-8c21-4d9e0b6a1f37";
+
+/// The input event: the seed's `order-paid` (`spec/transaction.md`, Example).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Event {
+    pub order_id: String,
+    pub customer: String,
+    pub total: f64,
+}
+
+impl Event {
+    /// Event `n` of a run: `order-{n}` of one of 1,000 customers.
+    pub fn new(n: &str, k: u64) -> Event {
+        Event {
+            order_id: format!("order-{n}"),
+            customer: format!("customer-{}", k % 1000),
+            total: 120.5,
+        }
+    }
+}
+
+/// What a step pushes: the receipt of `spec/transaction.md`'s Example.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Receipt<'a> {
+    order_id: &'a str,
+    total: f64,
+}
+
+/// The KV state of an order.
+#[derive(Serialize)]
+struct Status {
+    status: &'static str,
+}
+
+/// A reminder timer's payload.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OrderRef<'a> {
+    order_id: &'a str,
+}
+
+/// Queue and namespace names of one run (suffixed, so runs against one broker never
+/// meet each other's messages, dedup windows or markers).
+#[derive(Debug, Clone)]
+pub(crate) struct Names {
+    /// What `push` writes and what `ack-push` and `seed-step` pop.
+    pub input: String,
+    /// Where `ack-push` pushes.
+    pub output: String,
+    /// Where `seed-step` pushes its receipts.
+    pub receipts: String,
+    /// Where `seed-step` schedules its reminders.
+    pub reminders: String,
+    /// `seed-step`'s order state.
+    pub orders_ns: String,
+    /// `seed-step`'s `once` markers.
+    pub paid_ns: String,
+}
+
+impl Names {
+    pub fn new(run: &str) -> Names {
+        Names {
+            input: format!("load-orders-{run}"),
+            output: format!("load-out-{run}"),
+            receipts: format!("load-receipts-{run}"),
+            reminders: format!("load-reminders-{run}"),
+            orders_ns: format!("load-orders-{run}"),
+            paid_ns: format!("load-paid-{run}"),
+        }
+    }
+}
+
+/// What the workers share.
+pub(crate) struct Plan {
+    pub shape: Shape,
+    pub names: Names,
+    pub partitions: usize,
+    /// The target is the no-op server: no pops, a synthetic message per step.
+    pub noop: bool,
+}
+
+/// How one operation ended.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// Committed (or pushed).
+    Done,
+    /// The pop found nothing within its wait.
+    Empty,
+    /// A verdict that wrote nothing: `duplicate`, `rejected_ack`, `kv_precondition`, ...
+    RolledBack(String),
+    /// The call failed: a kind (`http 503`, `transport`, `decode`, ...) and the detail.
+    Error(String, String),
+}
+
+/// One operation's outcome and timings.
+#[derive(Debug)]
+pub(crate) struct Step {
+    pub outcome: Outcome,
+    /// A message was popped (it counts against the pre-filled input).
+    pub popped: bool,
+    /// How long the write call took (the transaction alone, for the popping shapes).
+    pub commit: Option<Duration>,
+}
+
+impl Step {
+    fn new(outcome: Outcome) -> Step {
+        Step {
+            outcome,
+            popped: false,
+            commit: None,
+        }
+    }
+}
+
+/// A bare reqwest client with the SDK's pool settings.
+pub(crate) struct Raw {
+    http: reqwest::Client,
+    base: String,
+    auth: Option<HeaderValue>,
+}
+
+/// The SDK, or bare HTTP.
+pub(crate) enum Driver {
+    Sdk(Client),
+    Raw(Raw),
+}
+
+/// The fields of a popped message a step needs.
+struct Popped {
+    transaction_id: String,
+    partition_id: String,
+    lease_id: String,
+    consumer_group: String,
+    partition: String,
+    data: Event,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawPop {
+    #[serde(default)]
+    success: Option<bool>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    messages: Vec<RawMsg>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawMsg {
+    transaction_id: String,
+    partition_id: String,
+    lease_id: String,
+    consumer_group: String,
+    partition: String,
+    data: Event,
+}
+
+#[derive(Deserialize)]
+struct RawCommit {
+    success: Option<bool>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawPushed {
+    status: String,
+}
+
+/// A JSON string literal.
+fn js(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+impl Driver {
+    /// A driver for `url`: the SDK (no retries, so that every failure is counted) or
+    /// bare reqwest with the same pool settings.
+    pub fn new(raw: bool, url: &str, token: Option<&str>) -> anyhow::Result<Driver> {
+        if raw {
+            let http = reqwest::Client::builder()
+                .timeout(REQUEST_TIMEOUT)
+                .connect_timeout(CONNECT_TIMEOUT)
+                .user_agent("queen-load-raw")
+                .build()
+                .context("building the HTTP client")?;
+            let auth = token
+                .map(|t| HeaderValue::from_str(&format!("Bearer {t}")))
+                .transpose()
+                .context("the token is not a valid header value")?;
+            Ok(Driver::Raw(Raw {
+                http,
+                base: url.trim_end_matches('/').to_string(),
+                auth,
+            }))
+        } else {
+            Ok(Driver::Sdk(sdk_client(url, token, RetryPolicy::none())?))
+        }
+    }
+
+    /// Runs one operation of `plan.shape` for worker `worker`, its `seq`-th.
+    pub async fn op(&self, plan: &Plan, worker: usize, seq: u64, deadline: Instant) -> Step {
+        match self {
+            Driver::Sdk(c) => sdk_op(c, plan, worker, seq, deadline).await,
+            Driver::Raw(r) => r.op(plan, worker, seq, deadline).await,
+        }
+    }
+}
+
+/// A client for `url`.
+pub(crate) fn sdk_client(
+    url: &str,
+    token: Option<&str>,
+    retry: RetryPolicy,
+) -> anyhow::Result<Client> {
+    let mut b = Client::builder().url(url).retry(retry);
+    if let Some(t) = token {
+        b = b.token(t);
+    }
+    b.build().context("building the SDK client")
+}
+
+/// The long-poll of a pop that ends by the deadline.
+fn pop_wait(deadline: Instant) -> Duration {
+    deadline
+        .saturating_duration_since(Instant::now())
+        .min(MAX_WAIT)
+        .max(Duration::from_millis(1))
+}
+
+/// The key of a worker's `seq`-th synthetic op: unique in the run.
+fn synthetic_key(worker: usize, seq: u64) -> String {
+    format!("w{worker}-{seq}")
+}
+
+fn synthetic_partition(plan: &Plan, worker: usize, seq: u64) -> String {
+    format!("p{}", (worker as u64 + seq) % plan.partitions as u64)
+}
+
+fn sdk_error(e: queen_sdk::Error) -> Outcome {
+    use queen_sdk::Error as E;
+    let kind = match &e {
+        E::RolledBack { reason, .. } => return Outcome::RolledBack(reason.as_str().to_string()),
+        E::Api { status, .. } => format!("http {status}"),
+        E::Transport(_) => "transport".into(),
+        E::Decode { .. } => "decode".into(),
+        E::Invalid { .. } => "invalid".into(),
+        _ => "other".into(),
+    };
+    Outcome::Error(kind, e.to_string())
+}
+
+async fn sdk_op(c: &Client, plan: &Plan, worker: usize, seq: u64, deadline: Instant) -> Step {
+    let n = &plan.names;
+    if plan.shape == Shape::Push {
+        let key = synthetic_key(worker, seq);
+        let item = PushItem::new(&n.input, &Event::new(&key, seq))
+            .partition(synthetic_partition(plan, worker, seq))
+            .transaction_id(format!("order-{key}-paid"));
+        let t = Instant::now();
+        let out = c.push(vec![item]).await;
+        let commit = Some(t.elapsed());
+        let outcome = match out {
+            Ok(p) => match p.first().map(|p| p.status.as_str()) {
+                Some("queued") => Outcome::Done,
+                Some("duplicate") => Outcome::RolledBack("duplicate".into()),
+                other => Outcome::Error("push status".into(), format!("{other:?}")),
+            },
+            Err(e) => sdk_error(e),
+        };
+        return Step {
+            outcome,
+            popped: false,
+            commit,
+        };
+    }
+    let (msg, popped) = if plan.noop {
+        let key = synthetic_key(worker, seq);
+        let msg = Message {
+            id: format!("m-{key}"),
+            transaction_id: format!("order-{key}-paid"),
+            data: Event::new(&key, seq),
+            partition_id: "1".into(),
+            partition: synthetic_partition(plan, worker, seq),
+            lease_id: NOOP_LEASE.into(),
+            consumer_group: QUEUE_MODE.into(),
+            queue: n.input.clone(),
+            offset: Some(seq),
+            delivery_attempt: Some(1),
+            trace_id: None,
+            producer_sub: None,
+            created_at: String::new(),
+        };
+        (msg, false)
+    } else {
+        let got = c
+            .pop::<Event>(&n.input)
+            .batch(1)
+            .wait(pop_wait(deadline))
+            .send()
+            .await;
+        match got {
+            Ok(mut v) if !v.is_empty() => (v.swap_remove(0), true),
+            Ok(_) => return Step::new(Outcome::Empty),
+            Err(e) => return Step::new(sdk_error(e)),
+        }
+    };
+    let o = &msg.data;
+    let receipt = Receipt {
+        order_id: &o.order_id,
+        total: o.total,
+    };
+    let step = match plan.shape {
+        Shape::AckPush => c
+            .transaction()
+            .ack(&msg)
+            .push(&n.output, |p| p.partition(&msg.partition).payload(&receipt)),
+        _ => c
+            .transaction()
+            .ack(&msg)
+            .push(&n.receipts, |p| p.partition(&o.customer).payload(&receipt))
+            .kv(|k| {
+                k.put(&n.orders_ns, &o.order_id, &Status { status: "paid" })
+                    .ttl(Ttl::days(30))
+            })
+            .once(&n.paid_ns, &format!("{}-paid", o.order_id), Ttl::days(1))
+            .timer(&n.reminders, |t| {
+                t.key(&o.order_id)
+                    .after(Duration::from_secs(86_400))
+                    .payload(&OrderRef {
+                        order_id: &o.order_id,
+                    })
+            }),
+    };
+    let t = Instant::now();
+    let out = step.commit().await;
+    let commit = Some(t.elapsed());
+    let outcome = match out {
+        Ok(Commit::Committed(_)) => Outcome::Done,
+        Ok(Commit::Gated { .. }) => Outcome::RolledBack("kv_precondition".into()),
+        Err(e) => sdk_error(e),
+    };
+    Step {
+        outcome,
+        popped,
+        commit,
+    }
+}
+
+/// An HTTP exchange's result: the status and body, or the outcome that ends the op.
+type Exchange = Result<(StatusCode, Bytes), Outcome>;
+
+impl Raw {
+    async fn send(&self, req: reqwest::RequestBuilder) -> Exchange {
+        let req = match &self.auth {
+            Some(a) => req.header(AUTHORIZATION, a.clone()),
+            None => req,
+        };
+        let res = req
+            .send()
+            .await
+            .map_err(|e| Outcome::Error("transport".into(), e.to_string()))?;
+        let status = res.status();
+        let body = res
+            .bytes()
+            .await
+            .map_err(|e| Outcome::Error("transport".into(), e.to_string()))?;
+        if !status.is_success() {
+            return Err(Outcome::Error(
+                format!("http {}", status.as_u16()),
+                String::from_utf8_lossy(&body).into_owned(),
+            ));
+        }
+        Ok((status, body))
+    }
+
+    async fn post(&self, path: &str, body: String) -> Exchange {
+        let req = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .body(body);
+        self.send(req).await
+    }
+
+    async fn pop(&self, queue: &str, deadline: Instant) -> Result<Option<Popped>, Outcome> {
+        let url = format!(
+            "{}/api/v1/pop/queue/{queue}?batch=1&wait=true&timeout={}",
+            self.base,
+            pop_wait(deadline).as_millis()
+        );
+        let (status, body) = self.send(self.http.get(url)).await?;
+        if status == StatusCode::NO_CONTENT || body.is_empty() {
+            return Ok(None);
+        }
+        let pop: RawPop = serde_json::from_slice(&body)
+            .map_err(|e| Outcome::Error("decode".into(), format!("pop answer: {e}")))?;
+        if pop.success == Some(false) {
+            return Err(Outcome::Error(
+                "pop failed".into(),
+                pop.error.unwrap_or_default(),
+            ));
+        }
+        Ok(pop.messages.into_iter().next().map(|m| Popped {
+            transaction_id: m.transaction_id,
+            partition_id: m.partition_id,
+            lease_id: m.lease_id,
+            consumer_group: m.consumer_group,
+            partition: m.partition,
+            data: m.data,
+        }))
+    }
+
+    async fn op(&self, plan: &Plan, worker: usize, seq: u64, deadline: Instant) -> Step {
+        let n = &plan.names;
+        if plan.shape == Shape::Push {
+            let key = synthetic_key(worker, seq);
+            let e = Event::new(&key, seq);
+            let body = format!(
+                r#"{{"items":[{{"queue":{},"payload":{{"orderId":{},"customer":{},"total":{}}},"transactionId":{},"partition":{}}}]}}"#,
+                js(&n.input),
+                js(&e.order_id),
+                js(&e.customer),
+                e.total,
+                js(&format!("order-{key}-paid")),
+                js(&synthetic_partition(plan, worker, seq)),
+            );
+            let t = Instant::now();
+            let out = self.post("/api/v1/push", body).await;
+            let commit = Some(t.elapsed());
+            let outcome = match out {
+                Ok((_, b)) => match serde_json::from_slice::<Vec<RawPushed>>(&b) {
+                    Ok(p) => match p.first().map(|p| p.status.as_str()) {
+                        Some("queued") => Outcome::Done,
+                        Some("duplicate") => Outcome::RolledBack("duplicate".into()),
+                        other => Outcome::Error("push status".into(), format!("{other:?}")),
+                    },
+                    Err(e) => Outcome::Error("decode".into(), format!("push answer: {e}")),
+                },
+                Err(o) => o,
+            };
+            return Step {
+                outcome,
+                popped: false,
+                commit,
+            };
+        }
+        let (msg, popped) = if plan.noop {
+            let key = synthetic_key(worker, seq);
+            let msg = Popped {
+                transaction_id: format!("order-{key}-paid"),
+                partition_id: "1".into(),
+                lease_id: NOOP_LEASE.into(),
+                consumer_group: QUEUE_MODE.into(),
+                partition: synthetic_partition(plan, worker, seq),
+                data: Event::new(&key, seq),
+            };
+            (msg, false)
+        } else {
+            match self.pop(&n.input, deadline).await {
+                Ok(Some(m)) => (m, true),
+                Ok(None) => return Step::new(Outcome::Empty),
+                Err(o) => return Step::new(o),
+            }
+        };
+        let body = step_body(plan, &msg);
+        let t = Instant::now();
+        let out = self.post("/api/v1/transaction", body).await;
+        let commit = Some(t.elapsed());
+        let outcome = match out {
+            Ok((_, b)) => match serde_json::from_slice::<RawCommit>(&b) {
+                Ok(RawCommit {
+                    success: Some(true),
+                    ..
+                }) => Outcome::Done,
+                Ok(RawCommit {
+                    success: Some(false),
+                    reason,
+                }) => Outcome::RolledBack(reason.unwrap_or_else(|| "unknown".into())),
+                Ok(_) => Outcome::Error("decode".into(), "an answer without success".into()),
+                Err(e) => Outcome::Error("decode".into(), format!("transaction answer: {e}")),
+            },
+            Err(o) => o,
+        };
+        Step {
+            outcome,
+            popped,
+            commit,
+        }
+    }
+}
+
+/// The transaction body of a popping shape, field for field what the SDK renders, with
+/// the receipt's and the reminder's ids derived from the order as the seed does.
+fn step_body(plan: &Plan, m: &Popped) -> String {
+    let n = &plan.names;
+    let o = &m.data;
+    let order = js(&o.order_id);
+    let lease = js(&m.lease_id);
+    let mut b = String::with_capacity(1024);
+    let _ = write!(
+        b,
+        r#"{{"operations":[{{"type":"ack","transactionId":{},"partitionId":{},"consumerGroup":{},"status":"completed","leaseId":{lease}}},"#,
+        js(&m.transaction_id),
+        js(&m.partition_id),
+        js(&m.consumer_group),
+    );
+    let (queue, partition) = match plan.shape {
+        Shape::AckPush => (&n.output, &m.partition),
+        _ => (&n.receipts, &o.customer),
+    };
+    let _ = write!(
+        b,
+        r#"{{"type":"push","items":[{{"queue":{},"partition":{},"transactionId":{},"payload":{{"orderId":{order},"total":{}}}}}]}}],"requiredLeases":[{lease}]"#,
+        js(queue),
+        js(partition),
+        js(&format!("receipt-{}", o.order_id)),
+        o.total,
+    );
+    if plan.shape == Shape::SeedStep {
+        let reminder = B64.encode(format!(r#"{{"orderId":{order}}}"#));
+        let _ = write!(
+            b,
+            r#","kv":[{{"op":"put","ns":{},"key":{order},"value":{{"status":"paid"}},"ttlSeconds":2592000}},{{"op":"putIfAbsent","ns":{},"key":{},"value":true,"ttlSeconds":86400,"required":true}}],"timers":[{{"op":"schedule","queue":{},"timerKey":{order},"delayMs":86400000,"payload":"{reminder}","txn":{}}}]"#,
+            js(&n.orders_ns),
+            js(&n.paid_ns),
+            js(&format!("{}-paid", o.order_id)),
+            js(&n.reminders),
+            js(&format!("reminder-{}", o.order_id)),
+        );
+    }
+    b.push('}');
+    b
+}
+
+/// Pushes `count` input events numbered from `first`, spread round-robin over the
+/// partitions `p0..p{partitions-1}`, in chunks, a few chunks in flight.
+pub(crate) async fn prefill(
+    client: &Client,
+    queue: &str,
+    partitions: usize,
+    first: u64,
+    count: u64,
+) -> anyhow::Result<()> {
+    const CHUNK: u64 = 1000;
+    const IN_FLIGHT: usize = 4;
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut next = first;
+    let end = first + count;
+    while next < end || !tasks.is_empty() {
+        while next < end && tasks.len() < IN_FLIGHT {
+            let upto = (next + CHUNK).min(end);
+            let items: Vec<PushItem> = (next..upto)
+                .map(|i| {
+                    PushItem::new(queue, &Event::new(&i.to_string(), i))
+                        .partition(format!("p{}", i % partitions as u64))
+                        .transaction_id(format!("order-{i}-paid"))
+                })
+                .collect();
+            let c = client.clone();
+            tasks.spawn(async move { c.push(items).await });
+            next = upto;
+        }
+        if let Some(done) = tasks.join_next().await {
+            let pushed = done
+                .context("a prefill task panicked")?
+                .context("pre-filling the input queue")?;
+            if let Some(bad) = pushed.iter().find(|p| p.status != "queued") {
+                anyhow::bail!("pre-filling: an item came back {:?}", bad.status);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(shape: Shape) -> Plan {
+        Plan {
+            shape,
+            names: Names::new("t"),
+            partitions: 4,
+            noop: false,
+        }
+    }
+
+    fn popped() -> Popped {
+        Popped {
+            transaction_id: "order-7-paid".into(),
+            partition_id: "42".into(),
+            lease_id: "L".into(),
+            consumer_group: QUEUE_MODE.into(),
+            partition: "p3".into(),
+            data: Event::new("7", 123),
+        }
+    }
+
+    #[test]
+    fn raw_bodies_are_json_of_the_seed_shape() {
+        let b: serde_json::Value =
+            serde_json::from_str(&step_body(&plan(Shape::SeedStep), &popped())).unwrap();
+        assert_eq!(b["operations"][0]["leaseId"], "L");
+        assert_eq!(b["requiredLeases"][0], "L");
+        assert_eq!(b["operations"][1]["items"][0]["partition"], "customer-123");
+        assert_eq!(b["kv"][1]["required"], true);
+        assert_eq!(b["timers"][0]["txn"], "reminder-order-7");
+        let p = B64
+            .decode(b["timers"][0]["payload"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(p, br#"{"orderId":"order-7"}"#);
+
+        let b: serde_json::Value =
+            serde_json::from_str(&step_body(&plan(Shape::AckPush), &popped())).unwrap();
+        assert_eq!(b["operations"][1]["items"][0]["queue"], "load-out-t");
+        assert_eq!(b["operations"][1]["items"][0]["partition"], "p3");
+        assert!(b.get("kv").is_none());
+    }
+}

@@ -1,0 +1,83 @@
+//! The no-op baseline: an axum server that parses each request body as JSON
+//! (`serde_json::Value`, as a broker must before anything else) and answers a fixed
+//! 200. It measures what HTTP/1.1, axum and one JSON parse cost on this machine, so a
+//! broker's figures can be given as a ratio of it, measured in the same run.
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::body::Bytes;
+use axum::http::{StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use tokio::net::TcpListener;
+
+/// The answer to a transaction (any route but push): a commit with no results.
+pub(crate) const TRANSACTION_ANSWER: &str =
+    r#"{"transactionId":"00000000-0000-7000-8000-000000000000","success":true,"results":[]}"#;
+
+/// The answer to `POST /api/v1/push`: one queued item (the load generator pushes one).
+pub(crate) const PUSH_ANSWER: &str = r#"[{"index":0,"message_id":"00000000-0000-7000-8000-000000000001","transaction_id":"noop","queueName":"noop","status":"queued","offset":0}]"#;
+
+async fn handle(uri: Uri, body: Bytes) -> Response {
+    if !body.is_empty() {
+        match serde_json::from_slice::<serde_json::Value>(&body) {
+            Ok(v) => {
+                std::hint::black_box(v);
+            }
+            Err(e) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    format!(
+                        r#"{{"error":{},"code":"bad_request"}}"#,
+                        serde_json::to_string(&e.to_string()).unwrap_or_default()
+                    ),
+                )
+                    .into_response();
+            }
+        }
+    }
+    let answer = if uri.path() == "/api/v1/push" {
+        PUSH_ANSWER
+    } else {
+        TRANSACTION_ANSWER
+    };
+    ([(header::CONTENT_TYPE, "application/json")], answer).into_response()
+}
+
+/// The no-op router: every method and path.
+pub(crate) fn router() -> Router {
+    Router::new().fallback(handle)
+}
+
+/// Binds `addr`.
+pub(crate) async fn bind(addr: SocketAddr) -> anyhow::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let bound = listener.local_addr().context("the bound address")?;
+    Ok((listener, bound))
+}
+
+/// Serves until `stop` completes.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    axum::serve(listener, router())
+        .with_graceful_shutdown(stop)
+        .await
+        .context("the no-op server failed")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn fixed_answers_are_json() {
+        for a in [super::TRANSACTION_ANSWER, super::PUSH_ANSWER] {
+            serde_json::from_str::<serde_json::Value>(a).unwrap();
+        }
+    }
+}

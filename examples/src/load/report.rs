@@ -1,0 +1,328 @@
+//! Counting a run and reporting it: a per-worker [`Tally`] merged into one, and the
+//! [`Report`] printed as text or as one JSON object.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use queen_mock_broker::StatsSnapshot;
+use serde::Serialize;
+
+use super::driver::{Outcome, Step};
+
+/// Distinct error texts kept as samples.
+const ERROR_SAMPLES: usize = 5;
+
+/// A latency histogram in microseconds, 1 µs to 10 min, 3 significant digits: bounded
+/// memory whatever the run's length.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds")
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The latency histograms of a phase, shared by its workers behind a mutex (one lock
+/// per operation, far cheaper than the operation): two histograms in all, whatever
+/// the concurrency.
+pub(crate) struct Latencies {
+    /// Whole-operation latency (pop and transaction, for the popping shapes).
+    pub total: Histogram<u64>,
+    /// The write call's latency (the transaction alone, for the popping shapes).
+    pub commit: Histogram<u64>,
+}
+
+impl Latencies {
+    pub fn new() -> Latencies {
+        Latencies {
+            total: histogram(),
+            commit: histogram(),
+        }
+    }
+
+    /// The quantiles of both.
+    pub fn summary(&self) -> (Latency, Latency) {
+        (Latency::of(&self.total), Latency::of(&self.commit))
+    }
+}
+
+/// What one worker (or, merged, the whole phase) counted.
+#[derive(Default)]
+pub(crate) struct Tally {
+    /// Operations that succeeded and ended by the deadline.
+    pub ops: u64,
+    /// Operations that succeeded after the deadline (started before it): not counted.
+    pub late: u64,
+    /// Failed calls, by kind.
+    pub errors: BTreeMap<String, u64>,
+    /// Rolled-back verdicts, by reason.
+    pub rollbacks: BTreeMap<String, u64>,
+    /// A few distinct error texts.
+    pub samples: Vec<String>,
+    /// Pops that found nothing.
+    pub empty_pops: u64,
+    /// Messages popped.
+    pub popped: u64,
+}
+
+impl Tally {
+    /// Counts one operation that took `took` and ended inside the window or not.
+    /// Errors and rollbacks count wherever they end; successes only inside the window,
+    /// and only they go into `latencies`.
+    pub fn record(
+        &mut self,
+        step: Step,
+        took: Duration,
+        in_window: bool,
+        latencies: &Mutex<Latencies>,
+    ) {
+        self.popped += u64::from(step.popped);
+        match step.outcome {
+            Outcome::Done if in_window => {
+                self.ops += 1;
+                let mut l = latencies.lock().unwrap_or_else(|e| e.into_inner());
+                l.total.saturating_record(micros(took));
+                if let Some(c) = step.commit {
+                    l.commit.saturating_record(micros(c));
+                }
+            }
+            Outcome::Done => self.late += 1,
+            Outcome::Empty => self.empty_pops += 1,
+            Outcome::RolledBack(reason) => *self.rollbacks.entry(reason).or_default() += 1,
+            Outcome::Error(kind, detail) => {
+                let sample = format!("{kind}: {detail}");
+                if self.samples.len() < ERROR_SAMPLES && !self.samples.contains(&sample) {
+                    self.samples.push(sample);
+                }
+                *self.errors.entry(kind).or_default() += 1;
+            }
+        }
+    }
+
+    pub fn merge(&mut self, o: Tally) {
+        self.ops += o.ops;
+        self.late += o.late;
+        for (k, v) in o.errors {
+            *self.errors.entry(k).or_default() += v;
+        }
+        for (k, v) in o.rollbacks {
+            *self.rollbacks.entry(k).or_default() += v;
+        }
+        for s in o.samples {
+            if self.samples.len() < ERROR_SAMPLES && !self.samples.contains(&s) {
+                self.samples.push(s);
+            }
+        }
+        self.empty_pops += o.empty_pops;
+        self.popped += o.popped;
+    }
+}
+
+/// Latency quantiles in milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Slowest.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+impl Latency {
+    fn of(h: &Histogram<u64>) -> Latency {
+        let ms = |us: u64| us as f64 / 1000.0;
+        if h.is_empty() {
+            return Latency {
+                p50: 0.0,
+                p99: 0.0,
+                p999: 0.0,
+                max: 0.0,
+                mean: 0.0,
+            };
+        }
+        Latency {
+            p50: ms(h.value_at_quantile(0.50)),
+            p99: ms(h.value_at_quantile(0.99)),
+            p999: ms(h.value_at_quantile(0.999)),
+            max: ms(h.max()),
+            mean: h.mean() / 1000.0,
+        }
+    }
+}
+
+/// The embedded broker's group commit over the measured window (deltas of
+/// `MockBroker::stats()` taken at the window's start and at its deadline).
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupCommit {
+    /// Durable commits.
+    pub commits: u64,
+    /// Batches that wrote nothing (no commit needed).
+    pub read_only_batches: u64,
+    /// Commands applied (pops, pushes, transactions, ...).
+    pub commands: u64,
+    /// Batches (commits and read-only) per second.
+    pub batches_per_s: f64,
+    /// Durable commits per second.
+    pub commits_per_s: f64,
+    /// Commands per second.
+    pub commands_per_s: f64,
+    /// Commands per batch.
+    pub average_batch: f64,
+}
+
+impl GroupCommit {
+    pub(crate) fn between(before: StatsSnapshot, after: StatsSnapshot, secs: f64) -> GroupCommit {
+        let delta = StatsSnapshot {
+            commits: after.commits.saturating_sub(before.commits),
+            commands: after.commands.saturating_sub(before.commands),
+            read_only_batches: after
+                .read_only_batches
+                .saturating_sub(before.read_only_batches),
+        };
+        let secs = secs.max(f64::EPSILON);
+        GroupCommit {
+            commits: delta.commits,
+            read_only_batches: delta.read_only_batches,
+            commands: delta.commands,
+            batches_per_s: (delta.commits + delta.read_only_batches) as f64 / secs,
+            commits_per_s: delta.commits as f64 / secs,
+            commands_per_s: delta.commands as f64 / secs,
+            average_batch: delta.average_batch(),
+        }
+    }
+}
+
+/// One run's figures; `--json` prints it as one object.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// `push`, `ack-push` or `seed-step`.
+    pub shape: String,
+    /// `sdk` or `raw`.
+    pub mode: String,
+    /// `embedded` (a file-backed broker in a temporary directory), `url`, `noop` (the
+    /// in-process no-op server) or `noop-url`.
+    pub target: String,
+    /// The base URL driven.
+    pub url: String,
+    /// Concurrent workers (one request in flight each).
+    pub concurrency: usize,
+    /// Input partitions.
+    pub partitions: usize,
+    /// The measured window, seconds.
+    pub duration_s: f64,
+    /// The untimed warm-up before it, seconds.
+    pub warmup_s: f64,
+    /// Successful operations that ended inside the window.
+    pub ops: u64,
+    /// Successful operations that ended after the deadline (not counted).
+    pub late_ops: u64,
+    /// `ops` per second of the window.
+    pub throughput: f64,
+    /// Whole-operation latency (pop + transaction for `ack-push` and `seed-step`).
+    pub latency_ms: Latency,
+    /// The write call alone (the transaction, or the push).
+    pub commit_latency_ms: Latency,
+    /// Failed calls.
+    pub errors: u64,
+    /// Failed calls by kind.
+    pub error_kinds: BTreeMap<String, u64>,
+    /// A few distinct error texts.
+    pub error_samples: Vec<String>,
+    /// Rolled-back verdicts (wrote nothing).
+    pub rollbacks: u64,
+    /// Rolled-back verdicts by reason.
+    pub rollback_reasons: BTreeMap<String, u64>,
+    /// Pops that found nothing within their wait.
+    pub empty_pops: u64,
+    /// Messages pre-filled into the input queue (untimed).
+    pub prefilled: u64,
+    /// The input ran out during the window: the throughput is then a lower bound.
+    pub input_exhausted: bool,
+    /// The group commit, for the embedded broker.
+    pub group_commit: Option<GroupCommit>,
+}
+
+impl Report {
+    /// The human-readable report.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let lat = |l: &Latency| {
+            format!(
+                "p50 {:.2} ms  p99 {:.2} ms  p999 {:.2} ms  max {:.2} ms  mean {:.2} ms",
+                l.p50, l.p99, l.p999, l.max, l.mean
+            )
+        };
+        let _ = writeln!(
+            s,
+            "queen load: {} via {} | {} workers | {} partitions | {:.1} s measured after {:.1} s warm-up",
+            self.shape,
+            self.mode,
+            self.concurrency,
+            self.partitions,
+            self.duration_s,
+            self.warmup_s
+        );
+        let _ = writeln!(s, "target:       {} {}", self.target, self.url);
+        let _ = writeln!(
+            s,
+            "throughput:   {:.1} ops/s ({} ops; {} ended after the deadline, not counted)",
+            self.throughput, self.ops, self.late_ops
+        );
+        let _ = writeln!(s, "latency:      {}", lat(&self.latency_ms));
+        let _ = writeln!(s, "write call:   {}", lat(&self.commit_latency_ms));
+        let kinds = |m: &BTreeMap<String, u64>| {
+            if m.is_empty() {
+                String::new()
+            } else {
+                let v: Vec<String> = m.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+                format!(" ({})", v.join(", "))
+            }
+        };
+        let _ = writeln!(
+            s,
+            "errors:       {}{}   rollbacks: {}{}   empty pops: {}",
+            self.errors,
+            kinds(&self.error_kinds),
+            self.rollbacks,
+            kinds(&self.rollback_reasons),
+            self.empty_pops
+        );
+        for e in &self.error_samples {
+            let _ = writeln!(s, "  error:      {e}");
+        }
+        if self.prefilled > 0 {
+            let _ = writeln!(
+                s,
+                "input:        {} messages pre-filled{}",
+                self.prefilled,
+                if self.input_exhausted {
+                    "; RAN OUT during the window (throughput is a lower bound; raise --prefill)"
+                } else {
+                    ""
+                }
+            );
+        }
+        if let Some(g) = &self.group_commit {
+            let _ = writeln!(
+                s,
+                "group commit: {:.1} batches/s ({:.1} durable commits/s), avg batch {:.2} commands, {:.1} commands/s ({} commits, {} read-only batches, {} commands)",
+                g.batches_per_s,
+                g.commits_per_s,
+                g.average_batch,
+                g.commands_per_s,
+                g.commits,
+                g.read_only_batches,
+                g.commands
+            );
+        }
+        s
+    }
+}
