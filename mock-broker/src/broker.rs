@@ -8,13 +8,33 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::auth::Auth;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::engine::Engine;
 use crate::harness::{Faults, Harness, Inspector, RequestLog};
 use crate::store;
 use crate::writer::{StatsSnapshot, WriterThread};
 
-/// Where the broker keeps its data.
+/// Where the broker keeps its data; chosen with [`MockBrokerBuilder::in_memory`] and
+/// [`MockBrokerBuilder::data_file`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// use queen_mock_broker::{MockBroker, Storage};
+/// let storage = match std::env::var_os("QUEEN_DATA") {
+///     Some(path) => Storage::File(path.into()),
+///     None => Storage::InMemory,
+/// };
+/// let builder = match storage {
+///     Storage::InMemory => MockBroker::builder().in_memory(),
+///     Storage::File(path) => MockBroker::builder().data_file(path),
+/// };
+/// let broker = builder.start().await?;
+/// broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub enum Storage {
     /// A throwaway database in memory.
@@ -24,6 +44,19 @@ pub enum Storage {
 }
 
 /// Why a broker did not start.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// use queen_mock_broker::{MockBroker, StartError};
+/// let first = MockBroker::start_in_memory().await?;
+/// // The port is taken: the second broker cannot listen there.
+/// let second = MockBroker::builder().listen(first.addr()).start().await;
+/// assert!(matches!(second, Err(StartError::Bind { .. })));
+/// first.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// The database could not be opened (locked by another broker, unreadable, ...).
@@ -54,6 +87,7 @@ pub struct MockBrokerBuilder {
     storage: Storage,
     listen: SocketAddr,
     clock: Arc<dyn Clock>,
+    auth: Option<Auth>,
 }
 
 impl Default for MockBrokerBuilder {
@@ -62,36 +96,128 @@ impl Default for MockBrokerBuilder {
             storage: Storage::InMemory,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             clock: Arc::new(SystemClock),
+            auth: None,
         }
     }
 }
 
 impl MockBrokerBuilder {
-    /// Keeps data in memory (the default).
+    /// Keeps data in memory (the default): it is gone when the broker stops.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::builder().in_memory().start().await?;
+    /// assert!(broker.inspect().queues()?.is_empty());
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn in_memory(mut self) -> Self {
         self.storage = Storage::InMemory;
         self
     }
 
-    /// Keeps data in a redb file at `path`.
+    /// Keeps data in a redb file at `path`, created if missing: it survives a restart.
+    /// Only one broker at a time can open a file.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("queen.redb");
+    /// let broker = MockBroker::builder().data_file(&path).start().await?;
+    /// reqwest::Client::new()
+    ///     .post(format!("{}/api/v1/push", broker.url()))
+    ///     .json(&serde_json::json!({"items": [{"queue": "orders", "payload": 1}]}))
+    ///     .send()
+    ///     .await?;
+    /// broker.shutdown().await;
+    /// let again = MockBroker::builder().data_file(&path).start().await?;
+    /// assert_eq!(again.inspect().messages("orders", "Default")?.len(), 1);
+    /// again.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn data_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.storage = Storage::File(path.into());
         self
     }
 
     /// Listens on `addr` (default `127.0.0.1:0`, a free port).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use std::net::SocketAddr;
+    /// use queen_mock_broker::MockBroker;
+    /// let addr: SocketAddr = "127.0.0.1:0".parse()?;
+    /// let broker = MockBroker::builder().listen(addr).start().await?;
+    /// assert_ne!(broker.addr().port(), 0); // the port it was given
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn listen(mut self, addr: SocketAddr) -> Self {
         self.listen = addr;
         self
     }
 
-    /// Reads time from `clock` (default: the system clock).
+    /// Reads time from `clock` (default: the system clock). Keep a clone of a
+    /// [`ManualClock`] to move it, or reach it with [`MockBroker::manual_clock`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::{Clock, ManualClock, MockBroker};
+    /// let clock = ManualClock::starting_at(1_000_000);
+    /// let broker = MockBroker::builder().clock(clock.clone()).start().await?;
+    /// assert_eq!(broker.clock().now_micros(), 1_000_000);
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
         self
     }
 
-    /// Opens storage, binds, and starts serving.
+    /// Turns authentication on: every route but `GET /health` needs a bearer token
+    /// of `auth`, with the role the route needs, and acts as the token's tenant.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// use queen_mock_broker::auth::{Auth, Role};
+    /// let auth = Auth::new().token("t0k", Role::ReadOnly, "acme", None);
+    /// let broker = MockBroker::builder().auth(auth).start().await?;
+    /// let http = reqwest::Client::new();
+    /// let url = format!("{}/api/v1/dlq", broker.url());
+    /// assert_eq!(http.get(&url).send().await?.status(), 401);
+    /// assert_eq!(http.get(&url).bearer_auth("t0k").send().await?.status(), 200);
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn auth(mut self, auth: Auth) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// Opens storage, binds, and starts serving (the timer scheduler included).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::builder().start().await?;
+    /// let health = reqwest::get(format!("{}/health", broker.url())).await?;
+    /// assert!(health.status().is_success());
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn start(self) -> Result<MockBroker, StartError> {
         let path = match &self.storage {
             Storage::InMemory => None,
@@ -114,10 +240,9 @@ impl MockBrokerBuilder {
         let (engine, writer) = Engine::start(db, self.clock);
         engine.spawn_scheduler();
         let harness = Harness::default();
-        let app = crate::http::router(engine.clone()).layer(axum::middleware::from_fn_with_state(
-            harness.clone(),
-            crate::harness::layer,
-        ));
+        let app = crate::http::router(engine.clone(), self.auth.clone()).layer(
+            axum::middleware::from_fn_with_state(harness.clone(), crate::harness::layer),
+        );
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let closing = engine.clone();
         let server = tokio::spawn(async move {
@@ -168,26 +293,85 @@ pub struct MockBroker {
 
 impl MockBroker {
     /// A builder with defaults: in memory, a free loopback port, the system clock.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::{ManualClock, MockBroker};
+    /// let broker = MockBroker::builder().clock(ManualClock::new()).start().await?;
+    /// assert!(broker.manual_clock().is_some());
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn builder() -> MockBrokerBuilder {
         MockBrokerBuilder::default()
     }
 
-    /// Starts an in-memory broker on a free port.
+    /// Starts an in-memory broker on a free loopback port, with the system clock.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::start_in_memory().await?;
+    /// assert!(broker.addr().ip().is_loopback());
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn start_in_memory() -> Result<MockBroker, StartError> {
         Self::builder().start().await
     }
 
-    /// The base URL, such as `http://127.0.0.1:40123`.
+    /// The base URL, such as `http://127.0.0.1:40123` (no trailing `/`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::start_in_memory().await?;
+    /// assert_eq!(broker.url(), format!("http://{}", broker.addr()));
+    /// let res = reqwest::get(format!("{}/health", broker.url())).await?;
+    /// assert!(res.status().is_success());
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// The bound address.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::start_in_memory().await?;
+    /// let addr = broker.addr();
+    /// assert_eq!(addr.ip().to_string(), "127.0.0.1");
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// The broker's clock.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::{Clock, MockBroker, SystemClock};
+    /// let broker = MockBroker::start_in_memory().await?;
+    /// let skew = (broker.clock().now_micros() - SystemClock.now_micros()).abs();
+    /// assert!(skew < 1_000_000); // the system clock by default
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
     }
@@ -244,23 +428,86 @@ impl MockBroker {
         &self.harness.log
     }
 
-    /// Reads stored state directly (messages, cursors, leases, KV rows, timers).
+    /// Reads stored state directly (messages, cursors, leases, KV rows, timers); see
+    /// [`Inspector`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::start_in_memory().await?;
+    /// reqwest::Client::new()
+    ///     .post(format!("{}/api/v1/push", broker.url()))
+    ///     .json(&serde_json::json!({"items": [{"queue": "orders", "partition": "p1", "payload": 1}]}))
+    ///     .send()
+    ///     .await?;
+    /// assert_eq!(broker.inspect().queues()?, ["orders"]);
+    /// assert_eq!(broker.inspect().messages("orders", "p1")?.len(), 1);
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn inspect(&self) -> Inspector<'_> {
         Inspector::new(self.engine())
     }
 
     /// Group-commit figures since start.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::start_in_memory().await?;
+    /// reqwest::Client::new()
+    ///     .post(format!("{}/api/v1/push", broker.url()))
+    ///     .json(&serde_json::json!({"items": [{"queue": "orders", "payload": 1}]}))
+    ///     .send()
+    ///     .await?;
+    /// let stats = broker.stats();
+    /// assert!(stats.commits >= 1 && stats.commands >= 1);
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn stats(&self) -> StatsSnapshot {
         self.engine.as_ref().map(Engine::stats).unwrap_or_default()
     }
 
     /// The engine, for in-process use without HTTP (benchmarks, inspection).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::start_in_memory().await?;
+    /// let engine = broker.engine();
+    /// assert_eq!(engine.stats(), broker.stats());
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn engine(&self) -> &Engine {
         self.engine.as_ref().expect("engine present until shutdown")
     }
 
     /// Stops taking connections, lets in-flight requests finish (waiting pops return
-    /// empty), commits what the writer holds, and closes the database.
+    /// empty), commits what the writer holds, and closes the database. Dropping the
+    /// broker instead only stops it taking connections.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use std::time::Duration;
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::start_in_memory().await?;
+    /// let url = format!("{}/api/v1/pop/queue/orders?wait=true&timeout=30000", broker.url());
+    /// let waiting = tokio::spawn(async move { reqwest::get(url).await });
+    /// tokio::time::sleep(Duration::from_millis(100)).await;
+    /// broker.shutdown().await;
+    /// assert_eq!(waiting.await??.status(), 204); // the long-poll ended empty
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn shutdown(mut self) {
         self.stop_now().await;
     }

@@ -14,6 +14,12 @@ use time::format_description::well_known::Rfc3339;
 use tokio::sync::Notify;
 
 /// Microseconds since the Unix epoch, UTC. The broker's one unit of time.
+///
+/// ```
+/// use queen_mock_broker::clock::{Micros, format_iso};
+/// let t: Micros = 1_790_000_000_000_000;
+/// assert_eq!(format_iso(t), "2026-09-21T14:13:20.000000Z");
+/// ```
 pub type Micros = i64;
 
 /// A source of the current time.
@@ -26,21 +32,58 @@ pub type Micros = i64;
 /// ```
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current time in microseconds since the Unix epoch.
+    ///
+    /// ```
+    /// use queen_mock_broker::{Clock, ManualClock};
+    /// assert_eq!(ManualClock::starting_at(42).now_micros(), 42);
+    /// ```
     fn now_micros(&self) -> Micros;
 
-    /// Resolves when the clock jumps (a [`ManualClock`] moved by hand), so waiters whose
-    /// deadlines depend on broker time re-check. The system clock never jumps: it pends forever.
+    /// The [`Notify`] woken when the clock jumps (a [`ManualClock`] moved by hand), so
+    /// waiters whose deadlines depend on broker time re-check. `None` (the default, and
+    /// the system clock's answer): the clock never jumps, and waiters rely on their own
+    /// timers.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use std::time::Duration;
+    /// use queen_mock_broker::{Clock, ManualClock, SystemClock};
+    /// assert!(SystemClock.jumped().is_none());
+    /// let clock = ManualClock::new();
+    /// let woken = clock.jumped().expect("a manual clock jumps").notified();
+    /// clock.advance(Duration::from_secs(5));
+    /// tokio::time::timeout(Duration::from_secs(1), woken).await?; // resolved by the jump
+    /// # Ok(())
+    /// # }
+    /// ```
     fn jumped(&self) -> Option<&Notify> {
         None
     }
 
-    /// This clock as a [`ManualClock`], when it is one.
+    /// This clock as a [`ManualClock`], when it is one (`None` by default).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use queen_mock_broker::{Clock, ManualClock, SystemClock};
+    /// let clock: Arc<dyn Clock> = Arc::new(ManualClock::starting_at(0));
+    /// clock.as_manual().expect("manual").advance(std::time::Duration::from_secs(1));
+    /// assert_eq!(clock.now_micros(), 1_000_000);
+    /// assert!(SystemClock.as_manual().is_none());
+    /// ```
     fn as_manual(&self) -> Option<&ManualClock> {
         None
     }
 }
 
-/// The wall clock.
+/// The wall clock: the default of [`MockBrokerBuilder::clock`](crate::MockBrokerBuilder::clock).
+///
+/// ```
+/// use std::time::{SystemTime, UNIX_EPOCH};
+/// use queen_mock_broker::{Clock, SystemClock};
+/// let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as i64;
+/// assert!((SystemClock.now_micros() - wall).abs() < 1_000_000);
+/// ```
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
 
@@ -75,11 +118,24 @@ struct ManualInner {
 
 impl ManualClock {
     /// A manual clock starting at the current wall-clock time.
+    ///
+    /// ```
+    /// use queen_mock_broker::{Clock, ManualClock, SystemClock};
+    /// let clock = ManualClock::new();
+    /// assert!(clock.now_micros() <= SystemClock.now_micros());
+    /// ```
     pub fn new() -> Self {
         Self::starting_at(SystemClock.now_micros())
     }
 
     /// A manual clock starting at `micros` since the Unix epoch.
+    ///
+    /// ```
+    /// use queen_mock_broker::clock::{format_iso, parse_iso};
+    /// use queen_mock_broker::{Clock, ManualClock};
+    /// let clock = ManualClock::starting_at(parse_iso("2026-10-02T09:00:00Z").unwrap());
+    /// assert_eq!(format_iso(clock.now_micros()), "2026-10-02T09:00:00.000000Z");
+    /// ```
     pub fn starting_at(micros: Micros) -> Self {
         Self {
             inner: Arc::new(ManualInner {
@@ -89,7 +145,32 @@ impl ManualClock {
         }
     }
 
-    /// Moves time forward by `by` and wakes everything waiting on broker time.
+    /// Moves time forward by `by` and wakes everything waiting on broker time: leases
+    /// and TTLs lapse, timers fall due.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use std::time::Duration;
+    /// use queen_mock_broker::{ManualClock, MockBroker};
+    /// let clock = ManualClock::new();
+    /// let broker = MockBroker::builder().clock(clock.clone()).start().await?;
+    /// let http = reqwest::Client::new();
+    /// http.post(format!("{}/api/v1/kv", broker.url()))
+    ///     .json(&serde_json::json!({"operations": [{"op": "put", "ns": "s", "key": "k", "value": 1, "ttlSeconds": 60}]}))
+    ///     .send()
+    ///     .await?;
+    /// let get = || async {
+    ///     let body: serde_json::Value = http.get(format!("{}/api/v1/kv/s/k", broker.url())).send().await?.json().await?;
+    ///     anyhow::Ok(body["found"].clone())
+    /// };
+    /// assert_eq!(get().await?, true);
+    /// clock.advance(Duration::from_secs(61)); // past the TTL, without sleeping
+    /// assert_eq!(get().await?, false);
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn advance(&self, by: Duration) {
         self.inner
             .now
@@ -99,6 +180,13 @@ impl ManualClock {
 
     /// Sets the time. Moving it backwards is allowed but leases and windows then behave
     /// as a real broker would after a clock step: use with care.
+    ///
+    /// ```
+    /// use queen_mock_broker::{Clock, ManualClock};
+    /// let clock = ManualClock::new();
+    /// clock.set(1_790_000_000_000_000);
+    /// assert_eq!(clock.now_micros(), 1_790_000_000_000_000);
+    /// ```
     pub fn set(&self, micros: Micros) {
         self.inner.now.store(micros, Ordering::SeqCst);
         self.inner.jumped.notify_waiters();
@@ -126,6 +214,12 @@ impl Clock for ManualClock {
 }
 
 /// Renders a time as ISO-8601 UTC with microseconds and `Z`: `2026-10-02T09:14:03.512887Z`.
+///
+/// ```
+/// use queen_mock_broker::clock::format_iso;
+/// assert_eq!(format_iso(0), "1970-01-01T00:00:00.000000Z");
+/// assert_eq!(format_iso(1_500_000), "1970-01-01T00:00:01.500000Z");
+/// ```
 pub fn format_iso(micros: Micros) -> String {
     let dt = OffsetDateTime::from_unix_timestamp_nanos(micros as i128 * 1000)
         .unwrap_or(OffsetDateTime::UNIX_EPOCH);
@@ -136,7 +230,15 @@ pub fn format_iso(micros: Micros) -> String {
         .unwrap_or_else(|_| "1970-01-01T00:00:00.000000Z".into())
 }
 
-/// Parses an RFC 3339 time (`Z` or an offset such as `+00:00`) into microseconds.
+/// Parses an RFC 3339 time (`Z` or an offset such as `+00:00`) into microseconds;
+/// `None` when it is not one.
+///
+/// ```
+/// use queen_mock_broker::clock::parse_iso;
+/// assert_eq!(parse_iso("1970-01-01T00:00:01.5Z"), Some(1_500_000));
+/// assert_eq!(parse_iso("1970-01-01T02:00:01.5+02:00"), Some(1_500_000));
+/// assert_eq!(parse_iso("yesterday"), None);
+/// ```
 pub fn parse_iso(s: &str) -> Option<Micros> {
     let dt = OffsetDateTime::parse(s, &Rfc3339).ok()?;
     i64::try_from(dt.unix_timestamp_nanos() / 1000).ok()

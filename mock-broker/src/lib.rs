@@ -30,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod broker;
 pub mod clock;
 pub mod engine;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use queen_mock_broker::MockBroker;
+use queen_mock_broker::auth::Auth;
 use tracing_subscriber::EnvFilter;
 
 /// A durable, single-node Queen broker on an embedded redb file.
@@ -27,6 +28,16 @@ struct Args {
     #[arg(long)]
     in_memory: bool,
 
+    /// Turn authentication on with this token file: a JSON object mapping each bearer
+    /// token to {"role": "read-only|read-write|admin", "tenant": "...", "sub": "..."}.
+    #[arg(long, env = "QUEEN_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+
+    /// Turn authentication on and accept HS256 JWTs signed with this secret (claims
+    /// role or roles, tenant, sub, exp).
+    #[arg(long, env = "QUEEN_JWT_SECRET", hide_env_values = true)]
+    jwt_secret: Option<String>,
+
     /// Log filter, such as `info` or `queen_mock_broker=debug` (RUST_LOG also works).
     #[arg(long, env = "QUEEN_LOG", default_value = "info")]
     log: String,
@@ -44,6 +55,19 @@ async fn main() -> anyhow::Result<()> {
     } else {
         tracing::info!(data = %args.data.display(), "durable mode");
         builder = builder.data_file(&args.data);
+    }
+    if args.token_file.is_some() || args.jwt_secret.is_some() {
+        let mut auth = match &args.token_file {
+            Some(path) => Auth::from_token_file(path)?,
+            None => Auth::new(),
+        };
+        if let Some(secret) = &args.jwt_secret {
+            auth = auth.jwt_secret(secret.as_bytes().to_vec());
+        }
+        tracing::info!("authentication on: every route but /health needs a bearer token");
+        builder = builder.auth(auth);
+    } else {
+        tracing::info!("authentication off (local use): every call acts as the default tenant");
     }
     let broker = builder.start().await.context("starting the broker")?;
     println!("queen-mock-broker listening on {}", broker.url());

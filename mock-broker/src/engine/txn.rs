@@ -63,6 +63,20 @@ pub struct Transaction {
     pub positions: Vec<Position>,
 }
 
+impl Transaction {
+    /// Stamps the caller's subject on every pushed message (`producerSub` comes from the
+    /// token, never from the request).
+    pub fn stamp_producer(&mut self, sub: Option<&str>) {
+        for op in &mut self.ops {
+            if let TxnOp::Push(items) = op {
+                for item in items {
+                    item.producer_sub = sub.map(str::to_string);
+                }
+            }
+        }
+    }
+}
+
 fn bad(m: impl Into<String>) -> EngineError {
     EngineError::BadRequest(m.into())
 }

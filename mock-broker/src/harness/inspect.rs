@@ -13,7 +13,25 @@ use crate::store::keys::{Key, KeyReader};
 use crate::store::records::{ConsumerRecord, MessageRecord, PartitionRecord, decode};
 use crate::store::{Reader, StoreError, T};
 
-/// A stored message.
+/// A stored message, as [`Inspector::messages`] reads it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let http = reqwest::Client::new();
+/// # http.post(format!("{}/api/v1/push", broker.url()))
+/// #     .json(&serde_json::json!({"items": [{"queue": "orders", "payload": {"id": "o-7"}, "transactionId": "order-7"}]}))
+/// #     .send().await?;
+/// use queen_mock_broker::harness::InspectedMessage;
+/// let msgs: Vec<InspectedMessage> = broker.inspect().messages("orders", "Default")?;
+/// assert_eq!((msgs[0].offset, msgs[0].transaction_id.as_str()), (0, "order-7"));
+/// assert_eq!(msgs[0].data, serde_json::json!({"id": "o-7"}));
+/// assert!(msgs[0].created_at > 0);
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct InspectedMessage {
     /// Its offset.
@@ -30,18 +48,57 @@ pub struct InspectedMessage {
     pub created_at: Micros,
 }
 
-/// A group's position and lease on one partition.
+/// A group's position and lease on one partition, as [`Inspector::cursor`] reads it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let http = reqwest::Client::new();
+/// # http.post(format!("{}/api/v1/push", broker.url()))
+/// #     .json(&serde_json::json!({"items": [{"queue": "orders", "payload": {"id": "o-7"}, "transactionId": "order-7"}]}))
+/// #     .send().await?;
+/// # let popped: serde_json::Value = http
+/// #     .get(format!("{}/api/v1/pop/queue/orders?consumerGroup=billing&subscriptionMode=all", broker.url()))
+/// #     .send().await?.json().await?;
+/// let cursor = broker.inspect().cursor("orders", "Default", "billing")?.expect("billing read it");
+/// assert_eq!(cursor.next_offset, 0); // popped, not yet acked
+/// assert_eq!(cursor.lease_id.as_deref(), popped["leaseId"].as_str());
+/// assert!(cursor.lease_expires_at.is_some());
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InspectedCursor {
     /// The first offset not yet done for the group.
     pub next_offset: u64,
-    /// The lease held there, if live at `now` or not yet noticed as lapsed.
+    /// The lease recorded there, if any. It may have lapsed without the broker having
+    /// noticed yet: compare `lease_expires_at` with the broker's clock.
     pub lease_id: Option<String>,
     /// When that lease lapses.
     pub lease_expires_at: Option<Micros>,
 }
 
-/// A pending timer.
+/// A pending timer, as [`Inspector::timers`] reads it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let http = reqwest::Client::new();
+/// # http.post(format!("{}/api/v1/timers", broker.url()))
+/// #     .json(&serde_json::json!({"operations": [{"op": "schedule", "queue": "reminders", "timerKey": "o-7",
+/// #         "delayMs": 60_000, "payload": "Im8tNyI=", "txn": "remind-o-7"}]}))
+/// #     .send().await?;
+/// use queen_mock_broker::Clock;
+/// let timers = broker.inspect().timers("reminders")?;
+/// assert_eq!((timers[0].key.as_str(), timers[0].txn.as_str()), ("o-7", "remind-o-7"));
+/// assert!(timers[0].deliver_at > broker.clock().now_micros());
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InspectedTimer {
     /// Its key.
@@ -97,7 +154,21 @@ impl<'a> Inspector<'a> {
         .transpose()
     }
 
-    /// The queues, by name.
+    /// The queues, by name (a queue exists from its first push or configure).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let http = reqwest::Client::new();
+    /// # http.post(format!("{}/api/v1/push", broker.url()))
+    /// #     .json(&serde_json::json!({"items": [{"queue": "orders", "payload": {"id": "o-7"}, "transactionId": "order-7"}]}))
+    /// #     .send().await?;
+    /// assert_eq!(broker.inspect().queues()?, ["orders"]);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn queues(&self) -> Result<Vec<String>, StoreError> {
         let r = self.reader()?;
         let prefix = Key::tenant(DEFAULT_TENANT).into_bytes();
@@ -111,7 +182,24 @@ impl<'a> Inspector<'a> {
         Ok(out)
     }
 
-    /// Every stored message of a partition (`"Default"` when unnamed), in offset order.
+    /// Every stored message of a partition (`""` reads `"Default"`), in offset order,
+    /// acked or not; empty for an unknown queue or partition.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let http = reqwest::Client::new();
+    /// # http.post(format!("{}/api/v1/push", broker.url()))
+    /// #     .json(&serde_json::json!({"items": [{"queue": "orders", "payload": {"id": "o-7"}, "transactionId": "order-7"}]}))
+    /// #     .send().await?;
+    /// let msgs = broker.inspect().messages("orders", "")?;
+    /// assert_eq!(msgs.len(), 1);
+    /// assert!(broker.inspect().messages("orders", "customer-1")?.is_empty());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn messages(
         &self,
         queue: &str,
@@ -144,6 +232,24 @@ impl<'a> Inspector<'a> {
     }
 
     /// A group's cursor and lease on a partition; `None` before the group read it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let http = reqwest::Client::new();
+    /// # http.post(format!("{}/api/v1/push", broker.url()))
+    /// #     .json(&serde_json::json!({"items": [{"queue": "orders", "payload": {"id": "o-7"}, "transactionId": "order-7"}]}))
+    /// #     .send().await?;
+    /// assert!(broker.inspect().cursor("orders", "Default", "billing")?.is_none());
+    /// # let popped: serde_json::Value = http
+    /// #     .get(format!("{}/api/v1/pop/queue/orders?consumerGroup=billing&subscriptionMode=all", broker.url()))
+    /// #     .send().await?.json().await?;
+    /// assert!(broker.inspect().cursor("orders", "Default", "billing")?.is_some());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn cursor(
         &self,
         queue: &str,
@@ -166,6 +272,23 @@ impl<'a> Inspector<'a> {
     }
 
     /// A KV row as stored (it may have expired: compare `expires_at` with the clock).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let http = reqwest::Client::new();
+    /// # http.post(format!("{}/api/v1/kv", broker.url()))
+    /// #     .json(&serde_json::json!({"operations": [{"op": "put", "ns": "carts", "key": "c-1", "value": {"items": 2}, "ttlSeconds": 3600}]}))
+    /// #     .send().await?;
+    /// let row = broker.inspect().kv("carts", "c-1")?.expect("written");
+    /// assert_eq!(row.value, r#"{"items":2}"#);
+    /// assert_eq!(row.expires_at.unwrap() - row.updated_at, 3_600_000_000);
+    /// assert!(broker.inspect().kv("carts", "c-2")?.is_none());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn kv(&self, ns: &str, key: &str) -> Result<Option<KvRow>, StoreError> {
         let r = self.reader()?;
         r.get(T::Kv, &row_key(DEFAULT_TENANT, ns, key))?
@@ -174,6 +297,22 @@ impl<'a> Inspector<'a> {
     }
 
     /// The pending timers of a queue, by key.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let http = reqwest::Client::new();
+    /// # http.post(format!("{}/api/v1/timers", broker.url()))
+    /// #     .json(&serde_json::json!({"operations": [{"op": "schedule", "queue": "reminders", "timerKey": "o-7",
+    /// #         "delayMs": 60_000, "payload": "Im8tNyI=", "txn": "remind-o-7"}]}))
+    /// #     .send().await?;
+    /// let keys: Vec<String> = broker.inspect().timers("reminders")?.into_iter().map(|t| t.key).collect();
+    /// assert_eq!(keys, ["o-7"]);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn timers(&self, queue: &str) -> Result<Vec<InspectedTimer>, StoreError> {
         let r = self.reader()?;
         let prefix = Key::tenant(DEFAULT_TENANT).str(queue).into_bytes();

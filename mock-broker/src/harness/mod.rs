@@ -4,6 +4,29 @@
 //! A [`MockBroker`](crate::MockBroker) carries one [`Harness`]; its HTTP layer consults
 //! it on every request, so a test can make the next transaction's answer get lost after
 //! its commit, and then check that the worker's retry applied nothing twice.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> anyhow::Result<()> {
+//! use queen_mock_broker::MockBroker;
+//! use queen_mock_broker::harness::Fault;
+//!
+//! let broker = MockBroker::start_in_memory().await?;
+//! let push = || {
+//!     reqwest::Client::new()
+//!         .post(format!("{}/api/v1/push", broker.url()))
+//!         .json(&serde_json::json!({"items": [{"queue": "q", "payload": 1, "transactionId": "t-1"}]}))
+//!         .send()
+//! };
+//! broker.faults().inject(Fault::commit_then_unavailable().on("/api/v1/push"));
+//! assert_eq!(push().await?.status(), 503); // the answer is lost...
+//! assert_eq!(push().await?.status(), 201); // ...so the client sends it again
+//! assert_eq!(broker.requests().matching("/api/v1/push").len(), 2);
+//! assert_eq!(broker.inspect().messages("q", "Default")?.len(), 1); // stored once
+//! broker.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
 
 mod faults;
 mod inspect;
@@ -19,7 +42,18 @@ pub use faults::{Fault, FaultHit, FaultKind, Faults};
 pub use inspect::{InspectedCursor, InspectedMessage, InspectedTimer, Inspector};
 pub use log::{LoggedRequest, RequestLog};
 
-/// The harness state shared with the HTTP layer.
+/// The harness state shared with the HTTP layer. A [`MockBroker`](crate::MockBroker)
+/// makes its own; to serve the harness in front of another router, give a clone to
+/// [`layer`].
+///
+/// ```
+/// use queen_mock_broker::harness::{Fault, Harness};
+/// let harness = Harness::default();
+/// let shared = harness.clone(); // clones share the faults and the log
+/// shared.faults.inject(Fault::unavailable());
+/// assert_eq!(harness.faults.pending(), 1);
+/// assert!(harness.log.entries().is_empty());
+/// ```
 #[derive(Debug, Default, Clone)]
 pub struct Harness {
     /// Injected faults and their hits.
@@ -28,7 +62,28 @@ pub struct Harness {
     pub log: Arc<RequestLog>,
 }
 
-/// The middleware: logs the request, then applies a matching fault, if any.
+/// The middleware: takes a matching fault, if any, applies it, and logs the request
+/// with the status answered.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// use axum::{Router, routing::get};
+/// use queen_mock_broker::harness::{self, Fault, Harness};
+/// let h = Harness::default();
+/// h.faults.inject(Fault::unavailable());
+/// let app: Router = Router::new()
+///     .route("/ping", get(|| async { "pong" }))
+///     .layer(axum::middleware::from_fn_with_state(h.clone(), harness::layer));
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let url = format!("http://{}/ping", listener.local_addr()?);
+/// tokio::spawn(async move { axum::serve(listener, app).await });
+/// assert_eq!(reqwest::get(&url).await?.status(), 503);
+/// assert_eq!(reqwest::get(&url).await?.text().await?, "pong");
+/// assert_eq!(h.log.entries().len(), 2);
+/// # Ok(())
+/// # }
+/// ```
 pub async fn layer(State(h): State<Harness>, req: Request, next: Next) -> Response {
     let method = req.method().to_string();
     let path = req.uri().path().to_string();

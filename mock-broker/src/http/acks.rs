@@ -1,11 +1,10 @@
 //! Acks and lease extension.
 
 use axum::Json as AxumJson;
-use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::AppState;
+use super::Caller;
 use super::error::ApiError;
 use super::extract::{Json, OptionalJson, PathParams};
 use crate::clock::format_iso;
@@ -57,7 +56,7 @@ fn to_ack(b: AckBody, group: Option<&str>) -> Ack {
     }
 }
 
-async fn run(s: AppState, acks: Vec<Ack>) -> Result<AxumJson<Vec<AckResultBody>>, ApiError> {
+async fn run(s: Caller, acks: Vec<Ack>) -> Result<AxumJson<Vec<AckResultBody>>, ApiError> {
     let ids: Vec<String> = acks.iter().map(|a| a.transaction_id.clone()).collect();
     let outcomes = s.engine.ack(s.tenant(), acks).await?;
     Ok(AxumJson(
@@ -81,7 +80,7 @@ async fn run(s: AppState, acks: Vec<Ack>) -> Result<AxumJson<Vec<AckResultBody>>
 }
 
 pub async fn ack(
-    State(s): State<AppState>,
+    s: Caller,
     Json(body): Json<AckBody>,
 ) -> Result<AxumJson<Vec<AckResultBody>>, ApiError> {
     let a = to_ack(body, None);
@@ -89,7 +88,7 @@ pub async fn ack(
 }
 
 pub async fn ack_batch(
-    State(s): State<AppState>,
+    s: Caller,
     Json(body): Json<AckBatchBody>,
 ) -> Result<AxumJson<Vec<AckResultBody>>, ApiError> {
     let group = body.consumer_group;
@@ -107,7 +106,7 @@ pub struct ExtendBody {
 }
 
 pub async fn extend(
-    State(s): State<AppState>,
+    s: Caller,
     PathParams(lease): PathParams<String>,
     OptionalJson(body): OptionalJson<ExtendBody>,
 ) -> Result<AxumJson<Value>, ApiError> {

@@ -1,11 +1,10 @@
 //! Consumer groups (seek, delete) and the dead-letter listing.
 
 use axum::Json as AxumJson;
-use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::AppState;
+use super::Caller;
 use super::error::ApiError;
 use super::extract::{Json, Params, PathParams};
 use crate::clock::{format_iso, parse_iso};
@@ -32,7 +31,7 @@ fn seek_target(b: &SeekBody) -> Result<SeekTo, ApiError> {
 }
 
 async fn seek(
-    s: AppState,
+    s: Caller,
     group: String,
     queue: String,
     partition: Option<String>,
@@ -52,7 +51,7 @@ async fn seek(
 }
 
 pub async fn seek_queue(
-    State(s): State<AppState>,
+    s: Caller,
     PathParams((group, queue)): PathParams<(String, String)>,
     Json(body): Json<SeekBody>,
 ) -> Result<AxumJson<Value>, ApiError> {
@@ -60,7 +59,7 @@ pub async fn seek_queue(
 }
 
 pub async fn seek_partition(
-    State(s): State<AppState>,
+    s: Caller,
     PathParams((group, queue, partition)): PathParams<(String, String, String)>,
     Json(body): Json<SeekBody>,
 ) -> Result<AxumJson<Value>, ApiError> {
@@ -68,7 +67,7 @@ pub async fn seek_partition(
 }
 
 pub async fn delete_group(
-    State(s): State<AppState>,
+    s: Caller,
     PathParams(group): PathParams<String>,
     params: Params,
 ) -> Result<AxumJson<Value>, ApiError> {
@@ -81,7 +80,7 @@ pub async fn delete_group(
     })))
 }
 
-pub async fn dlq(State(s): State<AppState>, params: Params) -> Result<AxumJson<Value>, ApiError> {
+pub async fn dlq(s: Caller, params: Params) -> Result<AxumJson<Value>, ApiError> {
     let q = DlqQuery {
         queue: params.get("queue").map(str::to_string),
         group: params.get("consumerGroup").map(str::to_string),

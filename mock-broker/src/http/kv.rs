@@ -1,10 +1,9 @@
 //! `POST /api/v1/kv` and its single-key shorthands.
 
 use axum::Json as AxumJson;
-use axum::extract::State;
 use serde_json::{Map, Value};
 
-use super::AppState;
+use super::Caller;
 use super::error::ApiError;
 use super::extract::{Json, Params, PathParams};
 use crate::engine::kv::{self, KvRefusal};
@@ -33,10 +32,7 @@ fn bad(m: String) -> ApiError {
     })
 }
 
-pub async fn kv(
-    State(s): State<AppState>,
-    Json(body): Json<Value>,
-) -> Result<AxumJson<Value>, ApiError> {
+pub async fn kv(s: Caller, Json(body): Json<Value>) -> Result<AxumJson<Value>, ApiError> {
     let ops = fields::operations(&body).map_err(bad)?;
     let ops = ops
         .iter()
@@ -50,7 +46,7 @@ pub async fn kv(
 
 /// Runs one op built from the path and returns its bare result (or the precondition
 /// body when a `required` op lost).
-async fn single(s: AppState, op: Map<String, Value>) -> Result<AxumJson<Value>, ApiError> {
+async fn single(s: Caller, op: Map<String, Value>) -> Result<AxumJson<Value>, ApiError> {
     let parsed = kv::parse_op(&Value::Object(op), "body").map_err(refused)?;
     let out = s.engine.kv(s.tenant(), vec![parsed]).await?;
     Ok(AxumJson(match out.get("results").and_then(|r| r.get(0)) {
@@ -72,14 +68,14 @@ fn base(op: &str, ns: String, key: String) -> Map<String, Value> {
 }
 
 pub async fn get_one(
-    State(s): State<AppState>,
+    s: Caller,
     PathParams((ns, key)): PathParams<(String, String)>,
 ) -> Result<AxumJson<Value>, ApiError> {
     single(s, base("get", ns, key)).await
 }
 
 pub async fn put_one(
-    State(s): State<AppState>,
+    s: Caller,
     PathParams((ns, key)): PathParams<(String, String)>,
     Json(body): Json<Map<String, Value>>,
 ) -> Result<AxumJson<Value>, ApiError> {
@@ -93,7 +89,7 @@ pub async fn put_one(
 }
 
 pub async fn delete_one(
-    State(s): State<AppState>,
+    s: Caller,
     PathParams((ns, key)): PathParams<(String, String)>,
     params: Params,
 ) -> Result<AxumJson<Value>, ApiError> {

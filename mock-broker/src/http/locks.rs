@@ -1,10 +1,9 @@
 //! `POST /api/v1/locks`.
 
 use axum::Json as AxumJson;
-use axum::extract::State;
 use serde_json::{Value, json};
 
-use super::AppState;
+use super::Caller;
 use super::error::ApiError;
 use super::extract::Json;
 use crate::engine::locks;
@@ -21,10 +20,7 @@ fn bad(m: String) -> ApiError {
     .into()
 }
 
-pub async fn locks(
-    State(s): State<AppState>,
-    Json(body): Json<Value>,
-) -> Result<AxumJson<Value>, ApiError> {
+pub async fn locks(s: Caller, Json(body): Json<Value>) -> Result<AxumJson<Value>, ApiError> {
     let ops = fields::operations(&body).map_err(bad)?;
     if ops.len() > locks::MAX_OPS {
         return Err(bad(format!(

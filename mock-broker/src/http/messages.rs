@@ -3,13 +3,12 @@
 use std::time::Duration;
 
 use axum::Json as AxumJson;
-use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::AppState;
+use super::Caller;
 use super::error::ApiError;
 use super::extract::{Json, Params, PathParams};
 use crate::clock::{format_iso, parse_iso};
@@ -52,10 +51,7 @@ struct PushResultBody {
     offset: u64,
 }
 
-pub async fn push(
-    State(s): State<AppState>,
-    Json(body): Json<PushBody>,
-) -> Result<Response, ApiError> {
+pub async fn push(s: Caller, Json(body): Json<PushBody>) -> Result<Response, ApiError> {
     let mut items = Vec::with_capacity(body.items.len());
     for (i, it) in body.items.into_iter().enumerate() {
         let queue = it
@@ -71,7 +67,7 @@ pub async fn push(
             transaction_id: it.transaction_id,
             // The push route stores no trace id (`wire.md` section 3).
             trace_id: None,
-            producer_sub: None,
+            producer_sub: s.identity.sub.clone(),
             message_id: None,
         });
     }
@@ -92,7 +88,7 @@ pub async fn push(
 }
 
 pub async fn pop_queue(
-    State(s): State<AppState>,
+    s: Caller,
     PathParams(queue): PathParams<String>,
     params: Params,
 ) -> Result<Response, ApiError> {
@@ -100,17 +96,14 @@ pub async fn pop_queue(
 }
 
 pub async fn pop_partition(
-    State(s): State<AppState>,
+    s: Caller,
     PathParams((queue, partition)): PathParams<(String, String)>,
     params: Params,
 ) -> Result<Response, ApiError> {
     pop(s, Target::Partition(queue, partition), params).await
 }
 
-pub async fn pop_discovery(
-    State(s): State<AppState>,
-    params: Params,
-) -> Result<Response, ApiError> {
+pub async fn pop_discovery(s: Caller, params: Params) -> Result<Response, ApiError> {
     let target = Target::Discovery {
         namespace: params.get("namespace").map(str::to_string),
         task: params.get("task").map(str::to_string),
@@ -163,7 +156,7 @@ fn parse_pop(target: Target, p: &Params) -> Result<(PopRequest, Option<Duration>
     Ok((req, wait.then(|| Duration::from_millis(timeout as u64))))
 }
 
-async fn pop(s: AppState, target: Target, params: Params) -> Result<Response, ApiError> {
+async fn pop(s: Caller, target: Target, params: Params) -> Result<Response, ApiError> {
     let (req, wait) = parse_pop(target, &params)?;
     let group = req.group.clone();
     let out = s.engine.pop(s.tenant(), req, wait).await?;

@@ -12,13 +12,19 @@ mod queues;
 mod timers;
 mod txn;
 
+use std::sync::Arc;
+
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 
-use crate::engine::{DEFAULT_TENANT, Engine};
+use crate::auth::{Auth, Identity, required_role};
+use crate::engine::Engine;
 use error::ApiError;
 
 /// What every handler shares.
@@ -26,18 +32,85 @@ use error::ApiError;
 pub struct AppState {
     /// The semantics.
     pub engine: Engine,
+    /// Who may call; `None`: authentication is off.
+    pub auth: Option<Arc<Auth>>,
 }
 
-impl AppState {
-    /// The tenant a call acts as. One default tenant until authentication lands.
+/// A handler's view of one call: the engine, and who is calling.
+pub struct Caller {
+    /// The semantics.
+    pub engine: Engine,
+    /// The caller (an admin of the default tenant when authentication is off).
+    pub identity: Identity,
+}
+
+impl Caller {
+    /// The tenant the call acts as.
     pub fn tenant(&self) -> &str {
-        DEFAULT_TENANT
+        &self.identity.tenant
     }
 }
 
-/// The broker's routes.
-pub fn router(engine: Engine) -> Router {
-    let state = AppState { engine };
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let identity = parts
+            .extensions
+            .get::<Identity>()
+            .cloned()
+            .unwrap_or_else(Identity::anonymous);
+        Ok(Caller {
+            engine: state.engine.clone(),
+            identity,
+        })
+    }
+}
+
+/// Authenticates the call and checks its role for the route (401 without or with a bad
+/// token, 403 for too low a role), then hands the identity to the handler.
+async fn authenticate(State(s): State<AppState>, mut req: Request, next: Next) -> Response {
+    let Some(auth) = &s.auth else {
+        return next.run(req).await;
+    };
+    let method = req.method().as_str().to_string();
+    let path = req.uri().path().to_string();
+    let Some(needed) = required_role(&method, &path) else {
+        return next.run(req).await;
+    };
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let now = s.engine.clock().now_micros() / 1_000_000;
+    let identity = match auth.authenticate(header, now) {
+        Ok(id) => id,
+        Err(e) => {
+            return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string())
+                .into_response();
+        }
+    };
+    if identity.role < needed {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "{method} {path} needs the {needed:?} role; the token has {:?}",
+                identity.role
+            ),
+        )
+        .into_response();
+    }
+    req.extensions_mut().insert(identity);
+    next.run(req).await
+}
+
+/// The broker's routes, with authentication when `auth` is given.
+pub fn router(engine: Engine, auth: Option<Auth>) -> Router {
+    let state = AppState {
+        engine,
+        auth: auth.map(Arc::new),
+    };
     Router::new()
         .route("/health", get(queues::health))
         .route("/api/v1/configure", post(queues::configure))
@@ -84,6 +157,10 @@ pub fn router(engine: Engine) -> Router {
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authenticate,
+        ))
         .layer(CatchPanicLayer::custom(on_panic))
         .with_state(state)
 }
@@ -100,8 +177,7 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
-fn on_panic(_: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
-    use axum::response::IntoResponse;
+fn on_panic(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     tracing::error!("a handler panicked");
     ApiError::new(
         StatusCode::INTERNAL_SERVER_ERROR,

@@ -1,11 +1,10 @@
 //! Health, queue configuration and deletion.
 
 use axum::Json as AxumJson;
-use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::AppState;
+use super::Caller;
 use super::error::ApiError;
 use super::extract::{Json, PathParams};
 use crate::engine::queues::Configure;
@@ -25,7 +24,7 @@ pub struct ConfigureBody {
 }
 
 pub async fn configure(
-    State(s): State<AppState>,
+    s: Caller,
     Json(body): Json<ConfigureBody>,
 ) -> Result<AxumJson<Value>, ApiError> {
     let queue = body
@@ -72,7 +71,7 @@ fn take_str(options: &mut Map<String, Value>, key: &str) -> Result<Option<String
 }
 
 pub async fn delete_queue(
-    State(s): State<AppState>,
+    s: Caller,
     PathParams(queue): PathParams<String>,
 ) -> Result<AxumJson<Value>, ApiError> {
     let deleted = s.engine.delete_queue(s.tenant(), &queue).await?;

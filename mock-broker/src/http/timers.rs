@@ -1,10 +1,9 @@
 //! `POST /api/v1/timers`, cancel, peek and list.
 
 use axum::Json as AxumJson;
-use axum::extract::State;
 use serde_json::{Value, json};
 
-use super::AppState;
+use super::Caller;
 use super::error::ApiError;
 use super::extract::{Json, Params, PathParams};
 use crate::engine::timers::{self, DEFAULT_HORIZON_S};
@@ -29,10 +28,7 @@ fn horizon() -> i64 {
         .unwrap_or(DEFAULT_HORIZON_S)
 }
 
-pub async fn timers(
-    State(s): State<AppState>,
-    Json(body): Json<Value>,
-) -> Result<AxumJson<Value>, ApiError> {
+pub async fn timers(s: Caller, Json(body): Json<Value>) -> Result<AxumJson<Value>, ApiError> {
     let ops = fields::operations(&body).map_err(bad)?;
     if ops.len() > timers::MAX_OPS {
         return Err(bad(format!(
@@ -52,7 +48,7 @@ pub async fn timers(
 }
 
 pub async fn cancel(
-    State(s): State<AppState>,
+    s: Caller,
     PathParams((queue, key)): PathParams<(String, String)>,
     params: Params,
 ) -> Result<AxumJson<Value>, ApiError> {
@@ -70,7 +66,7 @@ pub async fn cancel(
 }
 
 pub async fn peek(
-    State(s): State<AppState>,
+    s: Caller,
     PathParams((queue, key)): PathParams<(String, String)>,
 ) -> Result<AxumJson<Value>, ApiError> {
     let out = s
@@ -81,7 +77,7 @@ pub async fn peek(
 }
 
 pub async fn list(
-    State(s): State<AppState>,
+    s: Caller,
     PathParams(queue): PathParams<String>,
     params: Params,
 ) -> Result<AxumJson<Value>, ApiError> {
