@@ -171,7 +171,7 @@ impl MockBrokerBuilder {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> anyhow::Result<()> {
-    /// use queen_mock_broker::{Clock, ManualClock, MockBroker};
+    /// use queen_mock_broker::{ManualClock, MockBroker};
     /// let clock = ManualClock::starting_at(1_000_000);
     /// let broker = MockBroker::builder().clock(clock.clone()).start().await?;
     /// assert_eq!(broker.clock().now_micros(), 1_000_000);
@@ -492,7 +492,7 @@ impl MockBroker {
 
     /// Stops taking connections, lets in-flight requests finish (waiting pops return
     /// empty), commits what the writer holds, and closes the database. Dropping the
-    /// broker instead only stops it taking connections.
+    /// broker starts the same shutdown without waiting for it.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

@@ -93,66 +93,202 @@ fn secs(d: Duration) -> u64 {
 }
 
 impl QueueOptions {
-    /// No options: a configure with it only creates the queue.
+    /// No options: a configure with it only creates the queue (or leaves it as it is).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::QueueOptions;
+    /// let cfg = client.configure("orders", QueueOptions::new()).await?;
+    /// assert_eq!(cfg.options.lease_time, Some(300)); // the broker's default
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// How long a popped batch stays leased.
+    /// How long a popped batch stays leased (rounded up to whole seconds).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queen_sdk::QueueOptions;
+    ///
+    /// assert_eq!(QueueOptions::new().lease_time(Duration::from_millis(1500)).lease_time, Some(2));
+    /// ```
     pub fn lease_time(mut self, d: Duration) -> Self {
         self.lease_time = Some(secs(d));
         self
     }
 
     /// `failed` acks a message may take and still be redelivered.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{AckStatus, DlqQuery, PushItem, QueueOptions};
+    /// client.configure("orders", QueueOptions::new().retry_limit(0)).await?;
+    /// client.push(vec![PushItem::new("orders", &"o-7")]).await?;
+    /// let msg = client.pop::<String>("orders").send().await?.remove(0);
+    /// client.ack(&msg, AckStatus::Failed { error: "declined".into() }).await?;
+    /// // No retries left: dead-lettered at once.
+    /// assert_eq!(client.dlq::<String>(DlqQuery::queue("orders")).await?.total, 1);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn retry_limit(mut self, n: u32) -> Self {
         self.retry_limit = Some(n);
         self
     }
 
     /// Dead-letter (`true`) or drop (`false`) exhausted and `dlq` messages.
+    ///
+    /// ```
+    /// use queen_sdk::QueueOptions;
+    /// assert_eq!(QueueOptions::new().dead_letter_queue(false).dead_letter_queue, Some(false));
+    /// ```
     pub fn dead_letter_queue(mut self, on: bool) -> Self {
         self.dead_letter_queue = Some(on);
         self
     }
 
-    /// How long a new message stays invisible.
+    /// How long a new message stays invisible (rounded up to whole seconds).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// use queen_sdk::{PushItem, QueueOptions};
+    /// client.configure("later", QueueOptions::new().delayed_processing(Duration::from_secs(60))).await?;
+    /// client.push(vec![PushItem::new("later", &"o-7")]).await?;
+    /// assert!(client.pop::<String>("later").send().await?.is_empty()); // not yet visible
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn delayed_processing(mut self, d: Duration) -> Self {
         self.delayed_processing = Some(secs(d));
         self
     }
 
     /// How long a pushed `transactionId` is remembered; zero turns deduplication off.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// use queen_sdk::{PushItem, QueueOptions};
+    /// client.configure("events", QueueOptions::new().dedup_window(Duration::ZERO)).await?;
+    /// let item = PushItem::new("events", &"tick").transaction_id("tick-1");
+    /// let out = client.push(vec![item.clone(), item]).await?;
+    /// assert!(!out[1].is_duplicate()); // stored twice
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn dedup_window(mut self, d: Duration) -> Self {
         self.dedup_window_seconds = Some(secs(d));
         self
     }
 
     /// How long messages are kept; zero keeps them forever.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queen_sdk::QueueOptions;
+    ///
+    /// let week = QueueOptions::new().retention(Duration::from_secs(7 * 86_400));
+    /// assert_eq!(week.retention_seconds, Some(604_800));
+    /// ```
     pub fn retention(mut self, d: Duration) -> Self {
         self.retention_seconds = Some(secs(d));
         self
     }
 
     /// The queue's namespace.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::QueueOptions;
+    /// let cfg = client.configure("orders", QueueOptions::new().namespace("shop").task("billing")).await?;
+    /// assert_eq!(cfg.options.namespace.as_deref(), Some("shop"));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn namespace(mut self, ns: impl Into<String>) -> Self {
         self.namespace = Some(ns.into());
         self
     }
 
     /// The queue's task.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::QueueOptions;
+    /// let cfg = client.configure("orders", QueueOptions::new().task("billing")).await?;
+    /// assert_eq!(cfg.options.task.as_deref(), Some("billing"));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn task(mut self, task: impl Into<String>) -> Self {
         self.task = Some(task.into());
         self
     }
 
     /// Any other option, by its wire name (`"priority"`, `"retryDelay"`, ...).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::QueueOptions;
+    /// let cfg = client.configure("orders", QueueOptions::new().option("priority", 5)).await?;
+    /// assert_eq!(cfg.options.extra["priority"], 5);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn option(mut self, name: impl Into<String>, value: impl Into<Value>) -> Self {
         self.extra.insert(name.into(), value.into());
         self
     }
 
     /// Replace the whole configuration: options not sent go back to their defaults.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// use queen_sdk::QueueOptions;
+    /// client.configure("orders", QueueOptions::new().retry_limit(9)).await?;
+    /// let only_lease = QueueOptions::new().lease_time(Duration::from_secs(30)).replace();
+    /// let cfg = client.configure("orders", only_lease).await?;
+    /// assert_eq!(cfg.options.retry_limit, Some(3)); // back to the default
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn replace(mut self) -> Self {
         self.replace = true;
         self
@@ -160,6 +296,21 @@ impl QueueOptions {
 }
 
 /// What [`Client::configure`] answers: the queue's stored configuration.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::{QueueConfig, QueueOptions};
+/// let cfg: QueueConfig = client.configure("orders", QueueOptions::new().retry_limit(5)).await?;
+/// assert_eq!(cfg.queue, "orders");
+/// assert_eq!(cfg.options.retry_limit, Some(5));
+/// assert_eq!(cfg.options.dedup_window_seconds, Some(3600)); // unchanged options too
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueConfig {
     /// The queue.
@@ -169,6 +320,19 @@ pub struct QueueConfig {
 }
 
 /// The broker's health (`GET /health`).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// let health = client.health().await?;
+/// assert_eq!(health.status, "healthy");
+/// assert!(health.version.is_some());
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Health {
     /// `"healthy"` when all is well.
@@ -180,6 +344,17 @@ pub struct Health {
 
 impl Health {
     /// Whether the broker says it is healthy.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// assert!(client.health().await?.is_healthy());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_healthy(&self) -> bool {
         self.status == "healthy"
     }
@@ -206,11 +381,23 @@ pub struct DlqQuery {
 
 impl DlqQuery {
     /// Dead letters of every queue.
+    ///
+    /// ```
+    /// use queen_sdk::DlqQuery;
+    /// let q = DlqQuery::all();
+    /// assert_eq!(q, DlqQuery::default());
+    /// ```
     pub fn all() -> Self {
         Self::default()
     }
 
     /// Dead letters of `queue`.
+    ///
+    /// ```
+    /// use queen_sdk::DlqQuery;
+    /// let q = DlqQuery::queue("orders");
+    /// assert_eq!(q.queue.as_deref(), Some("orders"));
+    /// ```
     pub fn queue(queue: impl Into<String>) -> Self {
         DlqQuery {
             queue: Some(queue.into()),
@@ -219,18 +406,36 @@ impl DlqQuery {
     }
 
     /// Only those of `group`.
+    ///
+    /// ```
+    /// use queen_sdk::DlqQuery;
+    /// let q = DlqQuery::queue("orders").group("billing");
+    /// assert_eq!(q.group.as_deref(), Some("billing"));
+    /// ```
     pub fn group(mut self, group: impl Into<String>) -> Self {
         self.group = Some(group.into());
         self
     }
 
     /// Most rows in the page.
+    ///
+    /// ```
+    /// use queen_sdk::DlqQuery;
+    /// let q = DlqQuery::all().limit(500);
+    /// assert_eq!(q.limit, Some(500));
+    /// ```
     pub fn limit(mut self, n: u32) -> Self {
         self.limit = Some(n);
         self
     }
 
     /// Rows to skip.
+    ///
+    /// ```
+    /// use queen_sdk::DlqQuery;
+    /// let second_page = DlqQuery::queue("orders").limit(100).offset(100);
+    /// assert_eq!(second_page.offset, Some(100));
+    /// ```
     pub fn offset(mut self, n: u64) -> Self {
         self.offset = Some(n);
         self
@@ -238,6 +443,24 @@ impl DlqQuery {
 }
 
 /// A dead-lettered message with a typed payload.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::{AckStatus, DlqQuery, PushItem};
+/// client.push(vec![PushItem::new("orders", &"o-7")]).await?;
+/// let msg = client.pop::<String>("orders").send().await?.remove(0);
+/// client.ack(&msg, AckStatus::Dlq).await?;
+/// let page = client.dlq::<String>(DlqQuery::queue("orders")).await?;
+/// let dead = &page.messages[0];
+/// assert_eq!((dead.id.as_str(), dead.data.as_str()), (msg.id.as_str(), "o-7"));
+/// assert_eq!((dead.queue.as_str(), dead.partition.as_str()), ("orders", "Default"));
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeadLetter<T = Value> {
@@ -277,6 +500,23 @@ pub struct DeadLetter<T = Value> {
 }
 
 /// One page of dead letters.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::{AckStatus, DlqQuery, PushItem};
+/// client.push((0..3).map(|n| PushItem::new("orders", &n)).collect()).await?;
+/// for msg in client.pop::<u32>("orders").send().await? {
+///     client.ack(&msg, AckStatus::Dlq).await?;
+/// }
+/// let page = client.dlq::<u32>(DlqQuery::queue("orders").limit(2)).await?;
+/// assert_eq!((page.messages.len(), page.total), (2, 3));
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct DlqPage<T = Value> {
     /// The page, oldest first.
@@ -286,6 +526,23 @@ pub struct DlqPage<T = Value> {
 }
 
 /// Where [`Client::seek`] moves a consumer group's cursor.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::{PushItem, SeekTo, SubscriptionMode};
+/// client.push(vec![PushItem::new("orders", &"old")]).await?;
+/// let audit = || client.pop::<String>("orders").group("audit").subscription(SubscriptionMode::All);
+/// client.seek("audit", "orders", SeekTo::End).await?; // skip the backlog
+/// assert!(audit().send().await?.is_empty());
+/// client.seek("audit", "orders", SeekTo::Time("2020-01-01T00:00:00Z".into())).await?; // replay it
+/// assert_eq!(audit().send().await?[0].data, "old");
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SeekTo {
     /// Past every stored message: the group reads only what arrives next.
@@ -299,8 +556,11 @@ impl Client {
     /// Creates or updates `queue` and answers its stored options. Options left `None`
     /// keep their current values (see [`QueueOptions::replace`]).
     ///
-    /// ```no_run
-    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use std::time::Duration;
     /// use queen_sdk::QueueOptions;
     /// let cfg = client
@@ -308,7 +568,9 @@ impl Client {
     ///     .await?;
     /// assert_eq!(cfg.options.lease_time, Some(30));
     /// assert_eq!(cfg.options.retry_limit, Some(3)); // the broker's default, echoed
-    /// # Ok(()) }
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn configure(&self, queue: &str, options: QueueOptions) -> Result<QueueConfig> {
         validate::name("configure", queue)?;
@@ -357,6 +619,19 @@ impl Client {
 
     /// Deletes `queue` with its partitions, messages, leases and cursors. Answers
     /// whether it existed.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// client.push(vec![queen_sdk::PushItem::new("scratch", &1)]).await?;
+    /// assert!(client.delete_queue("scratch").await?);
+    /// assert!(!client.delete_queue("scratch").await?);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn delete_queue(&self, queue: &str) -> Result<bool> {
         validate::name("delete_queue", queue)?;
         let path = format!("/api/v1/resources/queues/{}", validate::segment(queue));
@@ -372,12 +647,23 @@ impl Client {
 
     /// Lists dead letters, their payloads decoded as `T`.
     ///
-    /// ```no_run
-    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
-    /// use queen_sdk::DlqQuery;
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{AckStatus, DlqQuery, PushItem};
+    /// # client.push(vec![PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// # let msg = client.pop::<serde_json::Value>("orders").send().await?.remove(0);
+    /// # client.ack(&msg, AckStatus::Failed { error: "declined".into() }).await?;
+    /// # let msg = client.pop::<serde_json::Value>("orders").send().await?.remove(0);
+    /// # client.ack(&msg, AckStatus::Dlq).await?;
     /// let page = client.dlq::<serde_json::Value>(DlqQuery::queue("orders")).await?;
     /// println!("{} dead letters", page.total);
-    /// # Ok(()) }
+    /// assert_eq!(page.messages[0].data["id"], "o-7");
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn dlq<T: DeserializeOwned>(&self, query: DlqQuery) -> Result<DlqPage<T>> {
         let mut params: Vec<(&str, String)> = Vec::new();
@@ -413,11 +699,18 @@ impl Client {
     /// Moves `group`'s cursor on every partition of `queue` and releases any lease it
     /// holds there. Answers how many partitions moved.
     ///
-    /// ```no_run
-    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
-    /// use queen_sdk::SeekTo;
-    /// client.seek("billing", "orders", SeekTo::Time("2026-10-02T00:00:00Z".into())).await?;
-    /// # Ok(()) }
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{PushItem, SeekTo};
+    /// # client.push(vec![PushItem::new("orders", &1).partition("a"), PushItem::new("orders", &2).partition("b")]).await?;
+    /// let moved = client.seek("billing", "orders", SeekTo::Time("2026-10-02T00:00:00Z".into())).await?;
+    /// assert_eq!(moved, 2); // both partitions
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn seek(&self, group: &str, queue: &str, to: SeekTo) -> Result<u64> {
         validate::name("seek", queue)?;
@@ -430,6 +723,20 @@ impl Client {
     }
 
     /// Moves `group`'s cursor on one partition of `queue` (see [`Client::seek`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{PushItem, SeekTo};
+    /// client.push(vec![PushItem::new("orders", &1).partition("a"), PushItem::new("orders", &2).partition("b")]).await?;
+    /// let moved = client.seek_partition("billing", "orders", "b", SeekTo::End).await?;
+    /// assert_eq!(moved, 1);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn seek_partition(
         &self,
         group: &str,
@@ -474,6 +781,20 @@ impl Client {
 
     /// Forgets a consumer group: its cursors and leases on every queue. Answers how many
     /// partitions it had state on.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{PushItem, SubscriptionMode};
+    /// client.push(vec![PushItem::new("orders", &1)]).await?;
+    /// client.pop::<u32>("orders").group("billing").subscription(SubscriptionMode::All).send().await?;
+    /// assert_eq!(client.delete_group("billing").await?, 1);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn delete_group(&self, group: &str) -> Result<u64> {
         validate::name("delete_group", group)?;
         let path = format!("/api/v1/consumer-groups/{}", validate::segment(group));
@@ -489,10 +810,15 @@ impl Client {
 
     /// Asks the broker whether it is healthy (`GET /health`, no auth needed).
     ///
-    /// ```no_run
-    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
     /// assert!(client.health().await?.is_healthy());
-    /// # Ok(()) }
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn health(&self) -> Result<Health> {
         let answer = self

@@ -23,6 +23,7 @@ use crate::retry::RetryPolicy;
 ///     .request_timeout(Duration::from_secs(35))
 ///     .retry(RetryPolicy::default().max_attempts(5))
 ///     .build()?;
+/// # let _ = client;
 /// # Ok::<(), queen_sdk::Error>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -50,14 +51,32 @@ impl Default for ClientBuilder {
 }
 
 impl ClientBuilder {
-    /// Adds a broker base URL, such as `http://127.0.0.1:6632`. With several, a failed
-    /// connection moves on to the next.
+    /// Adds a broker base URL, such as `http://127.0.0.1:6632` (a trailing `/` is
+    /// dropped). With several, a failed connection or a 5xx answer moves the client on to
+    /// the next one, for the retry and for later calls.
+    ///
+    /// ```
+    /// let client = queen_sdk::Client::builder()
+    ///     .url("http://queen-a:6632/")
+    ///     .url("http://queen-b:6632")
+    ///     .build()?;
+    /// # let _ = client;
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.urls.push(url.into().trim_end_matches('/').to_string());
         self
     }
 
-    /// Adds several base URLs.
+    /// Adds several base URLs, as [`ClientBuilder::url`] does for one.
+    ///
+    /// ```
+    /// let client = queen_sdk::Client::builder()
+    ///     .urls(["http://queen-a:6632", "http://queen-b:6632", "http://queen-c:6632"])
+    ///     .build()?;
+    /// # let _ = client;
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn urls<I: IntoIterator<Item = S>, S: Into<String>>(mut self, urls: I) -> Self {
         for u in urls {
             self = self.url(u);
@@ -65,37 +84,97 @@ impl ClientBuilder {
         self
     }
 
-    /// Sends `Authorization: Bearer <token>`.
+    /// Sends `Authorization: Bearer <token>` on every call.
+    ///
+    /// ```
+    /// let token = std::env::var("QUEEN_TOKEN").unwrap_or_default();
+    /// let client = queen_sdk::Client::builder()
+    ///     .url("https://queen.example.com")
+    ///     .token(token)
+    ///     .build()?;
+    /// # let _ = client;
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
         self
     }
 
-    /// Limit of one HTTP exchange (a long-poll's wait included).
+    /// Limit of one HTTP exchange (default 40 s). A pop that long-polls
+    /// ([`crate::Pop::wait`]) gets its own limit instead: its wait plus 10 s.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let client = queen_sdk::Client::builder()
+    ///     .url("http://127.0.0.1:6632")
+    ///     .request_timeout(Duration::from_secs(10))
+    ///     .build()?;
+    /// # let _ = client;
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.request_timeout = d;
         self
     }
 
-    /// Limit of establishing a connection.
+    /// Limit of establishing a connection (default 5 s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let client = queen_sdk::Client::builder()
+    ///     .url("http://127.0.0.1:6632")
+    ///     .connect_timeout(Duration::from_millis(500))
+    ///     .build()?;
+    /// # let _ = client;
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn connect_timeout(mut self, d: Duration) -> Self {
         self.connect_timeout = d;
         self
     }
 
-    /// How failed calls are retried.
+    /// How failed calls are retried (default: [`RetryPolicy::default`]).
+    ///
+    /// ```
+    /// use queen_sdk::{Client, RetryPolicy};
+    /// let client = Client::builder()
+    ///     .url("http://127.0.0.1:6632")
+    ///     .retry(RetryPolicy::none())
+    ///     .build()?;
+    /// assert_eq!(client.retry_policy().attempts(), 1);
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
         self
     }
 
-    /// The `User-Agent` header.
+    /// The `User-Agent` header (default `queen-sdk-rust/<version>`).
+    ///
+    /// ```
+    /// let client = queen_sdk::Client::builder()
+    ///     .url("http://127.0.0.1:6632")
+    ///     .user_agent("billing-worker/2.1")
+    ///     .build()?;
+    /// # let _ = client;
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn user_agent(mut self, ua: impl Into<String>) -> Self {
         self.user_agent = ua.into();
         self
     }
 
-    /// Builds the client.
+    /// Builds the client. Nothing is sent yet. Fails with [`Error::Invalid`] without
+    /// a URL or with one that is not `http://` or `https://`.
+    ///
+    /// ```
+    /// use queen_sdk::{Client, Error};
+    /// assert!(matches!(Client::builder().build(), Err(Error::Invalid { .. })));
+    /// assert!(matches!(Client::builder().url("queen:6632").build(), Err(Error::Invalid { .. })));
+    /// let client = Client::builder().url("http://127.0.0.1:6632").build()?;
+    /// # let _ = client;
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn build(self) -> Result<Client> {
         if self.urls.is_empty() {
             return Err(Error::invalid(
@@ -130,14 +209,20 @@ impl ClientBuilder {
 
 /// A Queen client. Clones share one connection pool.
 ///
-/// ```no_run
-/// # async fn demo() -> queen_sdk::Result<()> {
-/// let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
-/// let batch = client.pop::<serde_json::Value>("orders").group("billing").batch(10).send().await?;
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// let client = queen_sdk::Client::new(broker.url())?;
+/// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+/// let batch = client.pop::<serde_json::Value>("orders").batch(10).send().await?;
 /// for msg in &batch {
-///     client.transaction().ack(msg).commit().await?;
+///     let outcome = client.transaction().ack(msg).commit().await?;
+///     assert!(outcome.is_committed());
 /// }
-/// # Ok(()) }
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -190,17 +275,40 @@ pub(crate) struct Answer {
 }
 
 impl Client {
-    /// A client for one broker with default settings.
+    /// A client for one broker with default settings. Nothing is sent yet.
+    ///
+    /// ```
+    /// let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// assert_eq!(client.retry_policy().attempts(), 3);
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn new(url: impl Into<String>) -> Result<Client> {
         Self::builder().url(url).build()
     }
 
-    /// A builder.
+    /// A builder, for several URLs, a token, timeouts or a retry policy.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let client = queen_sdk::Client::builder()
+    ///     .url("http://127.0.0.1:6632")
+    ///     .connect_timeout(Duration::from_secs(2))
+    ///     .build()?;
+    /// # let _ = client;
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn builder() -> ClientBuilder {
         ClientBuilder::default()
     }
 
     /// The retry policy.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// assert_eq!(client.retry_policy().overall_deadline(), Duration::from_secs(30));
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn retry_policy(&self) -> &RetryPolicy {
         &self.inner.retry
     }

@@ -28,10 +28,15 @@ pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 /// Configures a consumer. Start it with [`Client::consume`], then call
 /// [`Consume::stream`].
 ///
-/// ```no_run
-/// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
 /// use std::time::Duration;
 /// use futures::StreamExt;
+/// use queen_sdk::SubscriptionMode;
 ///
 /// #[derive(serde::Deserialize)]
 /// struct Order { id: String }
@@ -39,15 +44,20 @@ pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 /// let mut orders = client
 ///     .consume::<Order>("orders")
 ///     .group("billing")
+///     .subscription(SubscriptionMode::All)
 ///     .batch(20)
 ///     .lease(Duration::from_secs(30))
 ///     .stream();
 /// while let Some(delivery) = orders.next().await {
 ///     let delivery = delivery?;
 ///     println!("order {}", delivery.data.id); // derefs to Message<Order>
-///     client.transaction().ack(&delivery).commit().await?;
+///     let outcome = client.transaction().ack(&delivery).commit().await?;
+///     assert!(outcome.is_committed()); // an ack alone is never gated
+///     # break;
 /// } // dropping a delivery stops renewing its lease
-/// # Ok(()) }
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
 /// ```
 #[must_use = "a consumer does nothing until its stream is polled"]
 pub struct Consume<T> {
@@ -93,7 +103,24 @@ impl<T> fmt::Debug for Consume<T> {
 }
 
 impl Client {
-    /// Starts a consumer of `queue` whose payloads decode as `T`.
+    /// Starts a consumer of `queue` whose payloads decode as `T`: 10 messages a pop,
+    /// 30 s long-polls, 60 s leases, the competing consumers' group. See [`Consume`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use futures::StreamExt;
+    /// let mut deliveries = client.consume::<serde_json::Value>("orders").stream();
+    /// let delivery = deliveries.next().await.expect("the stream never ends")?;
+    /// assert_eq!(delivery.data["id"], "o-7");
+    /// assert!(client.transaction().ack(&delivery).commit().await?.is_committed());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn consume<T: DeserializeOwned + Send + 'static>(
         &self,
         queue: impl Into<String>,
@@ -113,40 +140,125 @@ impl Client {
 }
 
 impl<T: DeserializeOwned + Send + 'static> Consume<T> {
-    /// The consumer group (default: competing consumers).
+    /// The consumer group (default: competing consumers). A new named group reads only
+    /// what arrives after its first pop unless told otherwise ([`Consume::subscription`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use futures::StreamExt;
+    /// use queen_sdk::SubscriptionMode;
+    /// let mut billing = client
+    ///     .consume::<serde_json::Value>("orders")
+    ///     .group("billing")
+    ///     .subscription(SubscriptionMode::All)
+    ///     .stream();
+    /// let delivery = billing.next().await.expect("the stream never ends")?;
+    /// assert_eq!(delivery.consumer_group, "billing");
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn group(mut self, group: impl Into<String>) -> Self {
         self.group = Some(group.into());
         self
     }
 
     /// Only this partition.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use futures::StreamExt;
+    /// use queen_sdk::PushItem;
+    /// client
+    ///     .push(vec![PushItem::new("orders", &1).partition("a"), PushItem::new("orders", &2).partition("b")])
+    ///     .await?;
+    /// let mut only_b = client.consume::<u32>("orders").partition("b").stream();
+    /// assert_eq!(only_b.next().await.expect("the stream never ends")?.data, 2);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn partition(mut self, partition: impl Into<String>) -> Self {
         self.partition = Some(partition.into());
         self
     }
 
-    /// Most messages per pop (default 10).
+    /// Most messages per pop (default 10, at least 1).
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// let big_batches = client.consume::<serde_json::Value>("orders").batch(100).stream();
+    /// # drop(big_batches);
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn batch(mut self, n: u32) -> Self {
         self.batch = n.max(1);
         self
     }
 
-    /// How long each pop long-polls for a message (default 30 s, at least 100 ms).
+    /// How long each pop long-polls for a message (default 30 s, at least 100 ms). An
+    /// empty long-poll is not yielded: the stream polls again.
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::Duration;
+    /// let orders = client.consume::<serde_json::Value>("orders").wait(Duration::from_secs(5)).stream();
+    /// # drop(orders);
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn wait(mut self, d: Duration) -> Self {
         self.wait = d.max(Duration::from_millis(100));
         self
     }
 
-    /// The lease each batch is popped with (whole seconds, at least 1; default 60 s).
-    /// It is extended by this much about every third of it while a delivery of the
-    /// batch is alive, so a short lease costs a few extensions and lets a crashed
-    /// worker's messages come back quickly.
+    /// The lease each batch is popped with (whole seconds, rounded down, at least 1;
+    /// default 60 s). About every third of it, while a delivery of the batch is alive, the
+    /// lease is extended to this much from then, so a short lease costs a few extensions and
+    /// lets a crashed worker's messages come back quickly.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use std::time::Duration;
+    /// use futures::StreamExt;
+    /// let mut orders = client.consume::<serde_json::Value>("orders").lease(Duration::from_secs(2)).stream();
+    /// let delivery = orders.next().await.expect("the stream never ends")?;
+    /// tokio::time::sleep(Duration::from_secs(3)).await; // longer than the lease...
+    /// assert!(!delivery.lease_lost()); // ...but it was kept alive
+    /// let outcome = client.transaction().ack(&delivery).commit().await?;
+    /// assert!(outcome.is_committed());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn lease(mut self, d: Duration) -> Self {
         self.lease = Duration::from_secs(d.as_secs().max(1));
         self
     }
 
     /// Where a new named group starts reading.
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use queen_sdk::SubscriptionMode;
+    /// let replay = client
+    ///     .consume::<serde_json::Value>("orders")
+    ///     .group("replay")
+    ///     .subscription(SubscriptionMode::All)
+    ///     .stream();
+    /// # drop(replay);
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn subscription(mut self, mode: SubscriptionMode) -> Self {
         self.subscription = Some(mode);
         self
@@ -156,6 +268,30 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
     /// exhausted it long-polls for the next one. A failed pop is yielded as an error;
     /// after a transient one (a 5xx, a lost connection) polling again tries again,
     /// after any other the stream ends.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use futures::StreamExt;
+    /// use queen_sdk::PushItem;
+    /// client.push((1..=3).map(|n| PushItem::new("jobs", &n)).collect()).await?;
+    /// let mut jobs = client.consume::<u32>("jobs").stream();
+    /// let mut done = Vec::new();
+    /// while let Some(job) = jobs.next().await {
+    ///     let job = job?;
+    ///     assert!(client.transaction().ack(&job).commit().await?.is_committed());
+    ///     done.push(job.data);
+    ///     if done.len() == 3 {
+    ///         break;
+    ///     }
+    /// }
+    /// assert_eq!(done, [1, 2, 3]);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn stream(self) -> Deliveries<T> {
         Deliveries {
             cfg: Arc::new(self),
@@ -191,6 +327,24 @@ type PopFuture<T> = Pin<Box<dyn Future<Output = Result<Vec<Message<T>>>> + Send>
 ///
 /// Messages popped but not yet yielded are held (and kept leased) by the stream: drop
 /// the stream to let them go.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+/// use futures::StreamExt;
+/// let mut deliveries: queen_sdk::Deliveries<serde_json::Value> = client.consume("orders").stream();
+/// if let Some(delivery) = deliveries.next().await {
+///     let delivery = delivery?;
+///     assert!(client.transaction().ack(&delivery).commit().await?.is_committed());
+/// }
+/// drop(deliveries); // stops polling and lets go of what it still holds
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[must_use = "streams do nothing unless polled"]
 pub struct Deliveries<T> {
     cfg: Arc<Consume<T>>,
@@ -330,6 +484,23 @@ impl Drop for LeaseKeeper {
 /// While it (or another delivery of its batch, or the stream still holding some of the
 /// batch) is alive, the batch's lease is extended in the background. Drop it when the
 /// message is handled; dropping it unacked lets the message come back after the lease.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+/// use futures::StreamExt;
+/// use queen_sdk::{AckStatus, Delivery};
+/// let mut orders = client.consume::<serde_json::Value>("orders").stream();
+/// let delivery: Delivery<serde_json::Value> = orders.next().await.expect("the stream never ends")?;
+/// // A Delivery acks like a Message, in a transaction or on its own.
+/// client.ack(&delivery, AckStatus::Completed).await?;
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Delivery<T> {
     msg: Message<T>,
     keeper: Arc<LeaseKeeper>,
@@ -360,11 +531,43 @@ impl<T> AsRef<Message<T>> for Delivery<T> {
 
 impl<T> Delivery<T> {
     /// The message.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use futures::StreamExt;
+    /// let mut orders = client.consume::<serde_json::Value>("orders").stream();
+    /// let delivery = orders.next().await.expect("the stream never ends")?;
+    /// let msg: &queen_sdk::Message = delivery.message();
+    /// assert_eq!(msg.queue, "orders");
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn message(&self) -> &Message<T> {
         &self.msg
     }
 
-    /// The message, keeping nothing leased on its account.
+    /// The message, keeping nothing leased on its account: ack it before its lease
+    /// lapses.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use futures::StreamExt;
+    /// let mut orders = client.consume::<serde_json::Value>("orders").stream();
+    /// let msg = orders.next().await.expect("the stream never ends")?.into_message();
+    /// assert!(client.transaction().ack(&msg).commit().await?.is_committed());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn into_message(self) -> Message<T> {
         self.msg
     }
@@ -372,6 +575,23 @@ impl<T> Delivery<T> {
     /// Whether an extension found the lease gone: it expired, another consumer holds
     /// the partition now, or every message of the batch was acked. An ack fenced by a
     /// lost lease rolls back.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use futures::StreamExt;
+    /// let mut orders = client.consume::<serde_json::Value>("orders").stream();
+    /// let delivery = orders.next().await.expect("the stream never ends")?;
+    /// if !delivery.lease_lost() {
+    ///     assert!(client.transaction().ack(&delivery).commit().await?.is_committed());
+    /// }
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn lease_lost(&self) -> bool {
         self.keeper.lost.load(Ordering::Relaxed)
     }

@@ -5,6 +5,24 @@ use std::time::Duration;
 
 /// Why a transaction rolled back (everything but a lost `required` KV gate, which is a
 /// value: [`crate::Commit::Gated`]).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::{Error, RollbackReason};
+/// let step = client.transaction().push("receipts", |p| p.transaction_id("receipt-7"));
+/// assert!(step.clone().commit().await?.is_committed());
+/// // The same transactionId again: the broker rolls the whole step back.
+/// match step.commit().await {
+///     Err(Error::RolledBack { reason: RollbackReason::Duplicate, .. }) => {}
+///     other => panic!("expected a duplicate, got {other:?}"),
+/// }
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RollbackReason {
     /// A fenced ack's lease had expired or moved on, or an unfenced ack found nothing
@@ -12,7 +30,9 @@ pub enum RollbackReason {
     RejectedAck,
     /// A pushed `transactionId` was already in its partition's dedup window.
     Duplicate,
-    /// A required KV precondition lost (only when a caller asks for it as an error).
+    /// A required KV precondition lost. [`crate::TransactionBuilder::commit`] and
+    /// [`crate::KvStore::batch`] answer that as a value (`Gated`), never as this error;
+    /// it only comes from [`RollbackReason::parse`].
     KvPrecondition,
     /// A position named no offset of its partition.
     RejectedPosition,
@@ -21,7 +41,14 @@ pub enum RollbackReason {
 }
 
 impl RollbackReason {
-    /// Parses the wire's `reason`.
+    /// Parses the wire's `reason`; an unknown one is kept as [`RollbackReason::Other`].
+    ///
+    /// ```
+    /// use queen_sdk::RollbackReason;
+    /// assert_eq!(RollbackReason::parse("ack_rejected"), RollbackReason::RejectedAck);
+    /// assert_eq!(RollbackReason::parse("duplicate"), RollbackReason::Duplicate);
+    /// assert_eq!(RollbackReason::parse("cosmic_ray"), RollbackReason::Other("cosmic_ray".into()));
+    /// ```
     pub fn parse(s: &str) -> Self {
         match s {
             "rejected_ack" | "ack_rejected" => Self::RejectedAck,
@@ -32,7 +59,13 @@ impl RollbackReason {
         }
     }
 
-    /// The wire spelling.
+    /// The wire spelling (also what `Display` writes).
+    ///
+    /// ```
+    /// use queen_sdk::RollbackReason;
+    /// assert_eq!(RollbackReason::RejectedAck.as_str(), "rejected_ack");
+    /// assert_eq!(RollbackReason::Duplicate.to_string(), "duplicate");
+    /// ```
     pub fn as_str(&self) -> &str {
         match self {
             Self::RejectedAck => "rejected_ack",
@@ -51,6 +84,23 @@ impl fmt::Display for RollbackReason {
 }
 
 /// Everything that can go wrong.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::{Error, Ttl};
+/// // A KV namespace must be lowercase: the SDK refuses before sending anything.
+/// let step = client.transaction().kv(|k| k.put("Orders", "o-7", &"paid").ttl(Ttl::days(1)));
+/// match step.commit().await {
+///     Err(Error::Invalid { op, rule }) => println!("{op}: {rule}"),
+///     other => panic!("expected Invalid, got {other:?}"),
+/// }
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -62,7 +112,8 @@ pub enum Error {
         /// The rule it breaks.
         rule: String,
     },
-    /// The broker refused the call or failed (`{"error", "code"}` with a 4xx or 5xx).
+    /// The broker refused the call or failed (`{"error", "code"}` with a 4xx or 5xx;
+    /// `status` is 200 when a 2xx answer itself reports a failure).
     #[error("broker answered {status}{}: {message}", code.as_deref().map(|c| format!(" {c}")).unwrap_or_default())]
     Api {
         /// The HTTP status.
@@ -81,20 +132,22 @@ pub enum Error {
         reason: RollbackReason,
         /// The broker's text (do not branch on it).
         error: String,
-        /// This answer came to a retry of a call whose first answer was lost: for
-        /// `duplicate`, `rejected_ack` and `kv_precondition` that means the first attempt
-        /// most probably committed, and the step is done.
+        /// This answer came to a retry of a call whose first answer was lost (a 5xx or
+        /// a lost connection, not a 429): for `duplicate` and `rejected_ack` that means
+        /// the first attempt most probably committed, and the step is done. (A lost gate
+        /// is [`crate::Commit::Gated`], with its own `retried`.)
         retried: bool,
     },
     /// A call failed in a way that may or may not have applied it, and it was not safe
-    /// to send again (an ungated KV-only or timer-only transaction). Opt in with
+    /// to send again: an ungated KV-only or timer-only transaction, a standalone KV
+    /// write, a timer schedule. For a transaction, opt in with
     /// [`crate::TransactionBuilder::retry_unsafe`] to retry anyway.
     #[error("the outcome is unknown (the call may have applied): {cause}")]
     OutcomeUnknown {
         /// What happened.
         cause: Box<Error>,
     },
-    /// The connection failed or timed out.
+    /// The connection failed, timed out or broke mid-answer.
     #[error("transport: {0}")]
     Transport(#[from] reqwest::Error),
     /// The broker's answer did not decode.
@@ -114,8 +167,9 @@ pub enum Error {
         /// Attempts made, the interrupted one included.
         attempts: u32,
     },
-    /// The retry policy gave up (attempts used up, or the next wait would pass the
-    /// deadline).
+    /// The retry policy gave up after more than one attempt (attempts used up, or the
+    /// next wait would pass the deadline). A call that gives up after its first
+    /// attempt answers that attempt's error itself.
     #[error("gave up after {attempts} attempts: {last}")]
     Exhausted {
         /// Attempts made.
@@ -134,6 +188,19 @@ impl Error {
     }
 
     /// The broker's `code`, for [`Error::Api`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::SeekTo;
+    /// let err = client.seek("billing", "orders", SeekTo::Time("yesterday".into())).await.unwrap_err();
+    /// assert_eq!(err.code(), Some("bad_request"));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn code(&self) -> Option<&str> {
         match self {
             Error::Api { code, .. } => code.as_deref(),
@@ -142,6 +209,19 @@ impl Error {
     }
 
     /// The HTTP status, for [`Error::Api`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::SeekTo;
+    /// let err = client.seek("billing", "orders", SeekTo::Time("yesterday".into())).await.unwrap_err();
+    /// assert_eq!(err.status(), Some(400)); // a 4xx is never retried
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn status(&self) -> Option<u16> {
         match self {
             Error::Api { status, .. } => Some(*status),
@@ -178,5 +258,12 @@ impl Error {
     }
 }
 
-/// Shorthand.
+/// Shorthand for a result whose error is [`Error`].
+///
+/// ```
+/// fn ttl_of(setting: &str) -> queen_sdk::Result<queen_sdk::Ttl> {
+///     queen_sdk::Ttl::parse(setting)
+/// }
+/// assert!(ttl_of("12h").is_ok());
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;

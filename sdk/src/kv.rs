@@ -17,8 +17,11 @@ pub(crate) const MAX_STANDALONE_KEYS: usize = 1024;
 /// The standalone KV API. Get it with [`Client::kv`]; it is as cheap to clone as the
 /// client.
 ///
-/// ```no_run
-/// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
 /// use queen_sdk::Ttl;
 /// use serde_json::json;
 ///
@@ -31,7 +34,9 @@ pub(crate) const MAX_STANDALONE_KEYS: usize = 1024;
 /// if !first.applied {
 ///     println!("already claimed by {:?}", first.value);
 /// }
-/// # Ok(()) }
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
 /// ```
 ///
 /// Writes that are not gated are not safe to send twice (an `incr` would count twice, a
@@ -44,6 +49,23 @@ pub struct KvStore {
 }
 
 /// A row read by [`KvStore::get`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::{KvRow, Ttl};
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Cart { items: u32 }
+/// client.kv().put("carts", "c-1", &Cart { items: 2 }, Ttl::hours(1)).await?;
+/// let row: KvRow<Cart> = client.kv().get("carts", "c-1").await?.expect("just written");
+/// assert_eq!((row.key.as_str(), row.value.items), ("c-1", 2));
+/// assert!(row.version > 0 && row.expires_at.is_some());
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct KvRow<T = Value> {
     /// The key.
@@ -59,6 +81,21 @@ pub struct KvRow<T = Value> {
 }
 
 /// What a standalone write did.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::Ttl;
+/// let w = client.kv().put("carts", "c-1", &2, Ttl::hours(1)).await?;
+/// assert!(w.applied && w.reason.is_none());
+/// assert_eq!(w.value, Some(serde_json::json!(2)));
+/// assert!(w.version.is_some());
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct KvWrite {
     /// Whether it applied.
@@ -83,6 +120,19 @@ impl KvWrite {
     }
 
     /// The value decoded as `T`, if there is one.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::Ttl;
+    /// let n = client.kv().incr("stats", "orders", 3, Ttl::Forever).await?;
+    /// assert_eq!(n.value_as::<i64>()?, Some(3));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn value_as<T: DeserializeOwned>(&self) -> Result<Option<T>> {
         self.value
             .clone()
@@ -93,6 +143,24 @@ impl KvWrite {
 }
 
 /// What [`KvStore::batch`] answers.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::{Kv, KvBatch, Ttl};
+/// let kv = client.kv();
+/// let mark = || kv.batch(vec![Kv.put_if_absent("seen", "evt-1", &true).ttl(Ttl::days(1)).required()]);
+/// assert!(matches!(mark().await?, KvBatch::Applied { .. }));
+/// match mark().await? {
+///     KvBatch::Gated { failed_index, kv_reason, .. } => assert_eq!((failed_index, kv_reason.as_str()), (0, "exists")),
+///     KvBatch::Applied { .. } => panic!("evt-1 was seen"),
+/// }
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[must_use]
 pub enum KvBatch {
@@ -101,7 +169,8 @@ pub enum KvBatch {
     Applied {
         /// One result per operation; `index` and `op_index` are its place in the call.
         results: Vec<KvResult>,
-        /// The answer came to a retry.
+        /// An earlier attempt failed in a way that may have applied it (a 5xx or a lost
+        /// connection, not a 429), and this answer came to a resend.
         retried: bool,
     },
     /// A `required` operation lost its precondition: nothing of the call was written.
@@ -121,6 +190,19 @@ pub enum KvBatch {
 
 impl KvBatch {
     /// The results, if the call was not gated.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::Kv;
+    /// let results = client.kv().batch(vec![Kv.get("carts", "c-1")]).await?.results().expect("no gate");
+    /// assert_eq!(results[0].found, Some(false));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn results(self) -> Option<Vec<KvResult>> {
         match self {
             KvBatch::Applied { results, .. } => Some(results),
@@ -130,7 +212,21 @@ impl KvBatch {
 }
 
 impl Client {
-    /// The standalone KV API.
+    /// The standalone KV API; see [`KvStore`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::Ttl;
+    /// let kv = client.kv();
+    /// kv.put("carts", "c-1", &2, Ttl::hours(1)).await?;
+    /// assert_eq!(kv.get::<u32>("carts", "c-1").await?.map(|row| row.value), Some(2));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn kv(&self) -> KvStore {
         KvStore {
             client: self.clone(),
@@ -216,13 +312,20 @@ impl KvStore {
 
     /// Reads `ns/key`; `None` when it is absent or expired.
     ///
-    /// ```no_run
-    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.kv().put("carts", "c-1", &serde_json::json!({"items": 2}), queen_sdk::Ttl::hours(1)).await?;
     /// #[derive(serde::Deserialize)]
     /// struct Cart { items: u32 }
     /// let cart = client.kv().get::<Cart>("carts", "c-1").await?;
-    /// println!("{:?}", cart.map(|row| row.value.items));
-    /// # Ok(()) }
+    /// assert_eq!(cart.map(|row| row.value.items), Some(2));
+    /// assert!(client.kv().get::<Cart>("carts", "c-2").await?.is_none());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn get<T: DeserializeOwned>(&self, ns: &str, key: &str) -> Result<Option<KvRow<T>>> {
         let r = self.one(Kv.get(ns, key), Replay::Safe).await?;
@@ -244,14 +347,20 @@ impl KvStore {
         }))
     }
 
-    /// Writes `value` to `ns/key` for `ttl`.
+    /// Writes `value` to `ns/key` for `ttl`. Not retried after a 5xx or a lost
+    /// connection (that ends in [`crate::Error::OutcomeUnknown`]).
     ///
-    /// ```no_run
-    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use queen_sdk::Ttl;
     /// let w = client.kv().put("carts", "c-1", &serde_json::json!({"items": 2}), Ttl::days(1)).await?;
     /// assert!(w.applied);
-    /// # Ok(()) }
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn put<V: Serialize + ?Sized>(
         &self,
@@ -269,15 +378,22 @@ impl KvStore {
     /// Writes `value` only if `ns/key` is absent. The loser gets `applied: false`,
     /// `reason: "exists"` and the winner's value and version.
     ///
-    /// ```no_run
-    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use queen_sdk::Ttl;
-    /// let w = client.kv().put_if_absent("claims", "job-9", &"worker-a", Ttl::minutes(5)).await?;
+    /// let kv = client.kv();
+    /// assert!(kv.put_if_absent("claims", "job-9", &"worker-a", Ttl::minutes(5)).await?.applied);
+    /// let w = kv.put_if_absent("claims", "job-9", &"worker-b", Ttl::minutes(5)).await?;
     /// if !w.applied {
     ///     let holder: Option<String> = w.value_as()?;
-    ///     println!("claimed by {holder:?}");
+    ///     assert_eq!(holder.as_deref(), Some("worker-a"));
     /// }
-    /// # Ok(()) }
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn put_if_absent<V: Serialize + ?Sized>(
         &self,
@@ -293,6 +409,21 @@ impl KvStore {
     }
 
     /// Removes `ns/key`; answers whether it existed.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::Ttl;
+    /// let kv = client.kv();
+    /// kv.put("carts", "c-1", &2, Ttl::hours(1)).await?;
+    /// assert!(kv.delete("carts", "c-1").await?);
+    /// assert!(!kv.delete("carts", "c-1").await?);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn delete(&self, ns: &str, key: &str) -> Result<bool> {
         let r = self.one(Kv.delete(ns, key), Replay::Unsafe).await?;
         Ok(r.get("applied").and_then(Value::as_bool).unwrap_or(false))
@@ -302,12 +433,18 @@ impl KvStore {
     /// the new value in [`KvWrite::value`]. For bounds, use [`KvStore::batch`] with
     /// [`KvOp::min`] and [`KvOp::max`].
     ///
-    /// ```no_run
-    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use queen_sdk::Ttl;
+    /// client.kv().incr("stats", "orders", 1, Ttl::Forever).await?;
     /// let n = client.kv().incr("stats", "orders", 1, Ttl::Forever).await?;
-    /// println!("{:?}", n.value_as::<i64>()?);
-    /// # Ok(()) }
+    /// assert_eq!(n.value_as::<i64>()?, Some(2));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn incr(
         &self,
@@ -330,21 +467,29 @@ impl KvStore {
     /// `Gated { retried: true, .. }`, meaning the first attempt most probably applied);
     /// any other batch that writes ends in [`crate::Error::OutcomeUnknown`] instead.
     ///
-    /// ```no_run
-    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use queen_sdk::{Kv, KvBatch, Ttl};
-    /// let out = client
-    ///     .kv()
-    ///     .batch(vec![
-    ///         Kv.put_if_absent("seen", "evt-1", &true).ttl(Ttl::days(1)).required(),
-    ///         Kv.incr("stats", "events", 1).forever(),
-    ///     ])
-    ///     .await?;
-    /// match out {
-    ///     KvBatch::Applied { results, .. } => println!("counted: {:?}", results[1].value),
-    ///     KvBatch::Gated { .. } => println!("evt-1 was already counted"),
+    /// for _ in 0..2 {
+    ///     let out = client
+    ///         .kv()
+    ///         .batch(vec![
+    ///             Kv.put_if_absent("seen", "evt-1", &true).ttl(Ttl::days(1)).required(),
+    ///             Kv.incr("stats", "events", 1).forever(),
+    ///         ])
+    ///         .await?;
+    ///     match out {
+    ///         KvBatch::Applied { results, .. } => println!("counted: {:?}", results[1].value),
+    ///         KvBatch::Gated { .. } => println!("evt-1 was already counted"),
+    ///     }
     /// }
-    /// # Ok(()) }
+    /// assert_eq!(client.kv().get::<i64>("stats", "events").await?.map(|r| r.value), Some(1));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn batch(&self, ops: Vec<KvOp>) -> Result<KvBatch> {
         // A required write whose precondition its own first application breaks

@@ -1,8 +1,11 @@
 //! Locks and semaphores (`POST /api/v1/locks`), built on KV rows
 //! `queen-locks/{name}#{slot}`, with a handle that keeps itself renewed.
 //!
-//! ```no_run
-//! # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> anyhow::Result<()> {
+//! # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+//! # let client = queen_sdk::Client::new(broker.url())?;
 //! use std::time::Duration;
 //! use queen_sdk::{Commit, Ttl};
 //!
@@ -20,7 +23,9 @@
 //!     println!("lost the lock before committing: nothing was written");
 //! }
 //! lock.release().await?;
-//! # Ok(()) }
+//! # broker.shutdown().await;
+//! # Ok(())
+//! # }
 //! ```
 
 use std::future::Future;
@@ -36,19 +41,63 @@ use crate::client::{Client, Opts, Replay};
 use crate::error::{Error, Result};
 use crate::txn::LockGuard;
 
-/// The KV namespace of lock rows.
+/// The KV namespace of lock rows: slot `s` of the lock `name` is the row
+/// `queen-locks/{name}#{s}`, and its version is the holder's token.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::locks::NAMESPACE;
+/// let lock = client.lock("exports").acquire().await?.expect("free");
+/// let row = client.kv().get::<serde_json::Value>(NAMESPACE, "exports#0").await?.expect("held");
+/// assert_eq!(row.version, lock.guard().token);
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub const NAMESPACE: &str = "queen-locks";
 
 /// Most slots of a semaphore.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::locks::MAX_LIMIT;
+/// let too_many = client.lock("exports").limit(MAX_LIMIT + 1).acquire().await;
+/// assert!(matches!(too_many, Err(queen_sdk::Error::Invalid { .. })));
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub const MAX_LIMIT: u32 = 1024;
 
 /// Longest lock name, in bytes.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::locks::MAX_NAME_BYTES;
+/// let long = "x".repeat(MAX_NAME_BYTES + 1);
+/// assert!(client.lock(long).acquire().await.is_err()); // refused before sending
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub const MAX_NAME_BYTES: usize = 400;
 
 /// Configures an acquisition. Start it with [`Client::lock`].
 ///
-/// ```no_run
-/// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
 /// use std::time::Duration;
 /// // A semaphore: at most 4 holders of "exports" at a time.
 /// if let Some(slot) = client
@@ -61,7 +110,9 @@ pub const MAX_NAME_BYTES: usize = 400;
 /// {
 ///     println!("holding slot {}", slot.slot());
 /// }
-/// # Ok(()) }
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Debug, Clone)]
 #[must_use = "a lock is not taken until acquire() is awaited"]
@@ -74,7 +125,22 @@ pub struct LockBuilder {
 }
 
 impl Client {
-    /// Starts acquiring the lock `name` (a semaphore with [`LockBuilder::limit`]).
+    /// Starts acquiring the lock `name` (a semaphore with [`LockBuilder::limit`]): 30 s
+    /// TTL, a new owner, one slot. See [`LockBuilder`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let first = client.lock("nightly-report").acquire().await?;
+    /// assert!(first.is_some());
+    /// let second = client.lock("nightly-report").acquire().await?;
+    /// assert!(second.is_none()); // held by the first
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn lock(&self, name: impl Into<String>) -> LockBuilder {
         LockBuilder {
             client: self.clone(),
@@ -93,6 +159,21 @@ fn ttl_secs(d: Duration) -> u64 {
 impl LockBuilder {
     /// How long the lock lives without a renewal (whole seconds, rounded up; default
     /// 30 s). The handle renews it about every third of this.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// let lock = client.lock("nightly-report").ttl(Duration::from_millis(9500)).acquire().await?.expect("free");
+    /// let row = broker.inspect().kv(queen_sdk::locks::NAMESPACE, "nightly-report#0")?.expect("held");
+    /// assert_eq!(row.expires_at.unwrap() - row.updated_at, 10_000_000); // 10 s, in µs
+    /// # drop(lock);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
@@ -101,12 +182,42 @@ impl LockBuilder {
     /// Who holds it, kept on the lock row (default: a new UUIDv7). Acquiring again with
     /// the same owner answers the current hold (see [`Lock::was_already_held`]), which
     /// also makes a retried acquisition safe; two handles with one owner are one holder.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let a = client.lock("nightly-report").owner("worker-a").acquire().await?.expect("free");
+    /// let again = client.lock("nightly-report").owner("worker-a").acquire().await?.expect("ours");
+    /// assert!(again.was_already_held());
+    /// assert_eq!(again.guard(), a.guard());
+    /// assert_eq!(again.owner(), "worker-a");
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn owner(mut self, owner: impl Into<String>) -> Self {
         self.owner = Some(owner.into());
         self
     }
 
     /// Slots: up to `n` holders at a time (1 to 1,024; default 1, a plain lock).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let sem = |worker: &'static str| client.lock("exports").limit(2).owner(worker).acquire();
+    /// let a = sem("a").await?.expect("a free slot");
+    /// let b = sem("b").await?.expect("a free slot");
+    /// assert_eq!((a.slot(), b.slot()), (0, 1));
+    /// assert!(sem("c").await?.is_none()); // both slots are held
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn limit(mut self, n: u32) -> Self {
         self.limit = n;
         self
@@ -114,7 +225,25 @@ impl LockBuilder {
 
     /// Tries once to take a slot. `None` when every slot is held (`held` or
     /// `contended`); otherwise a [`Lock`] that renews itself until it is released,
-    /// dropped, or lost.
+    /// dropped, or lost. A name of 1 to [`MAX_NAME_BYTES`] bytes without NUL and a
+    /// limit of 1 to [`MAX_LIMIT`] are checked before sending ([`Error::Invalid`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// match client.lock("nightly-report").acquire().await? {
+    ///     Some(lock) => {
+    ///         // ... the work the lock protects ...
+    ///         assert!(lock.release().await?);
+    ///     }
+    ///     None => println!("another worker holds it"),
+    /// }
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn acquire(self) -> Result<Option<Lock>> {
         if self.name.is_empty() || self.name.len() > MAX_NAME_BYTES || self.name.contains('\0') {
             return Err(Error::invalid(
@@ -182,6 +311,27 @@ struct LockState {
 /// Put [`Lock::guard`] in a transaction ([`crate::TransactionBuilder::guard`]) so the
 /// transaction commits only while the lock is still held. Dropping the handle stops the
 /// renewal (the lock then lapses after its TTL); [`Lock::release`] gives it back now.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::{Lock, Ttl};
+/// let lock: Lock = client.lock("nightly-report").acquire().await?.expect("free");
+/// client
+///     .transaction()
+///     .guard(&lock.guard())
+///     .kv(|k| k.put("reports", "nightly", &"done").ttl(Ttl::days(1)))
+///     .commit()
+///     .await?
+///     .committed()
+///     .expect("still held");
+/// lock.release().await?;
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Lock {
     client: Client,
@@ -195,32 +345,116 @@ pub struct Lock {
 
 impl Lock {
     /// The lock's name.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let lock = client.lock("nightly-report").acquire().await?.expect("free");
+    /// assert_eq!(lock.name(), "nightly-report");
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// The held slot (0 for a plain lock).
+    /// The held slot (0 for a plain lock; the first free one of a semaphore).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let lock = client.lock("nightly-report").acquire().await?.expect("free");
+    /// assert_eq!(lock.slot(), 0);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn slot(&self) -> u64 {
         self.state.borrow().guard.slot
     }
 
-    /// The holder's identity on the lock row.
+    /// The holder's identity on the lock row: [`LockBuilder::owner`], or the UUIDv7
+    /// minted for this acquisition.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let lock = client.lock("nightly-report").acquire().await?.expect("free");
+    /// assert_eq!(lock.owner().len(), 36); // a UUID
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn owner(&self) -> &str {
         &self.owner
     }
 
     /// The acquisition found this owner already holding a slot and answered that hold.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let first = client.lock("nightly-report").owner("worker-a").acquire().await?.expect("free");
+    /// assert!(!first.was_already_held());
+    /// let second = client.lock("nightly-report").owner("worker-a").acquire().await?.expect("ours");
+    /// assert!(second.was_already_held());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn was_already_held(&self) -> bool {
         self.already
     }
 
     /// The current guard: each renewal mints a new token, so take it just before
     /// building the transaction it gates.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::Ttl;
+    /// let lock = client.lock("nightly-report").acquire().await?.expect("free");
+    /// let outcome = client
+    ///     .transaction()
+    ///     .guard(&lock.guard())
+    ///     .kv(|k| k.put("reports", "nightly", &"done").ttl(Ttl::days(1)))
+    ///     .commit()
+    ///     .await?;
+    /// assert!(outcome.is_committed());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn guard(&self) -> LockGuard {
         self.state.borrow().guard.clone()
     }
 
     /// Whether a renewal found the lock lost (it lapsed, or another holder took it).
+    /// It is checked at each renewal, so it may lag: [`Lock::guard`] in a transaction
+    /// is the safe test.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let lock = client.lock("nightly-report").acquire().await?.expect("free");
+    /// assert!(!lock.is_lost());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.state.borrow().lost
     }
@@ -228,13 +462,23 @@ impl Lock {
     /// Resolves when a renewal finds the lock lost (or the renewal stops because the
     /// handle was dropped or released). Race it against the work the lock protects:
     ///
-    /// ```no_run
-    /// # async fn demo(lock: queen_sdk::Lock) {
-    /// # async fn long_work() {}
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// # async fn long_work() { tokio::time::sleep(Duration::from_secs(30)).await }
+    /// let lock = client.lock("exports").ttl(Duration::from_secs(3)).acquire().await?.expect("free");
+    /// # // Take the row away behind the holder's back: its next renewal (after 1 s) finds it gone.
+    /// # client.kv().delete(queen_sdk::locks::NAMESPACE, "exports#0").await?;
     /// tokio::select! {
     ///     _ = lock.lost() => eprintln!("lost the lock: stopping"),
     ///     _ = long_work() => {}
     /// }
+    /// assert!(lock.is_lost());
+    /// # broker.shutdown().await;
+    /// # Ok(())
     /// # }
     /// ```
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
@@ -246,6 +490,19 @@ impl Lock {
 
     /// Stops the renewal and gives the lock back. Answers `false` when it was no longer
     /// held (it lapsed or was taken).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let lock = client.lock("nightly-report").acquire().await?.expect("free");
+    /// assert!(lock.release().await?);
+    /// assert!(client.lock("nightly-report").acquire().await?.is_some()); // free again
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn release(mut self) -> Result<bool> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());

@@ -12,10 +12,45 @@ use crate::client::{Client, Opts, Replay};
 use crate::error::{Error, Result};
 use crate::validate;
 
-/// The consumer group of competing consumers.
+/// The consumer group of competing consumers: the group of a pop, a consumer or an ack
+/// that names none.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+/// let batch = client.pop::<serde_json::Value>("orders").send().await?;
+/// assert_eq!(batch[0].consumer_group, queen_sdk::QUEUE_MODE);
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
 
 /// A delivered message with a typed payload.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::PushItem;
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Order { id: String }
+///
+/// client.push(vec![PushItem::new("orders", &Order { id: "o-7".into() }).partition("customer-1")]).await?;
+/// let batch = client.pop::<Order>("orders").send().await?;
+/// let msg = &batch[0];
+/// assert_eq!(msg.data.id, "o-7");
+/// assert_eq!((msg.queue.as_str(), msg.partition.as_str()), ("orders", "customer-1"));
+/// assert_eq!((msg.offset, msg.delivery_attempt), (Some(0), Some(1)));
+/// assert!(msg.is_leased());
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Message<T = Value> {
@@ -55,12 +90,49 @@ pub struct Message<T = Value> {
 
 impl<T> Message<T> {
     /// Whether the message is held under a lease (not an `autoAck` delivery).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::PushItem;
+    /// client
+    ///     .push(vec![PushItem::new("orders", &1).partition("a"), PushItem::new("orders", &2).partition("b")])
+    ///     .await?;
+    /// let leased = client.pop::<u32>("orders").send().await?;
+    /// assert!(leased[0].is_leased());
+    /// let auto = client.pop::<u32>("orders").auto_ack().send().await?;
+    /// assert!(!auto[0].is_leased()); // committed at delivery: nothing to ack
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_leased(&self) -> bool {
         !self.lease_id.is_empty()
     }
 }
 
-/// Where a new named group starts reading.
+/// Where a new named group starts reading. The competing consumers ([`QUEUE_MODE`])
+/// always read from the beginning.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::SubscriptionMode;
+/// client.push(vec![queen_sdk::PushItem::new("orders", &"before")]).await?;
+/// // A group that subscribes "new" skips what was stored before its first pop...
+/// let fresh = client.pop::<String>("orders").group("audit").subscription(SubscriptionMode::New).send().await?;
+/// assert!(fresh.is_empty());
+/// // ...one that subscribes "all" reads from the beginning.
+/// let all = client.pop::<String>("orders").group("replay").subscription(SubscriptionMode::All).send().await?;
+/// assert_eq!(all[0].data, "before");
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SubscriptionMode {
     /// Only messages that arrive after its first pop (the broker's default).
@@ -71,19 +143,28 @@ pub enum SubscriptionMode {
 
 /// A pop request. Build it with [`Client::pop`].
 ///
-/// ```no_run
-/// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
 /// use std::time::Duration;
+/// use queen_sdk::SubscriptionMode;
 /// #[derive(serde::Deserialize)]
 /// struct Order { id: String }
 /// let batch = client
 ///     .pop::<Order>("orders")
 ///     .group("billing")
+///     .subscription(SubscriptionMode::All)
 ///     .batch(50)
-///     .wait(Duration::from_secs(20))
+///     .wait(Duration::from_secs(20)) // answers as soon as a message is there
 ///     .send()
 ///     .await?;
-/// # Ok(()) }
+/// assert_eq!(batch[0].data.id, "o-7");
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Debug, Clone)]
 #[must_use = "a pop does nothing until sent"]
@@ -104,39 +185,161 @@ impl<T: DeserializeOwned> Pop<'_, T> {
     }
 
     /// Only this partition.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::PushItem;
+    /// client
+    ///     .push(vec![PushItem::new("orders", &1).partition("a"), PushItem::new("orders", &2).partition("b")])
+    ///     .await?;
+    /// let from_b = client.pop::<u32>("orders").partition("b").send().await?;
+    /// assert_eq!((from_b.len(), from_b[0].data), (1, 2));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn partition(mut self, p: impl Into<String>) -> Self {
         self.partition = Some(p.into());
         self
     }
 
-    /// The consumer group (default: competing consumers).
+    /// The consumer group (default: competing consumers, [`QUEUE_MODE`]). A new named
+    /// group reads only what arrives after its first pop unless told otherwise
+    /// ([`Pop::subscription`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use queen_sdk::SubscriptionMode;
+    /// // Each group reads the queue on its own.
+    /// for group in ["billing", "shipping"] {
+    ///     let batch = client
+    ///         .pop::<serde_json::Value>("orders")
+    ///         .group(group)
+    ///         .subscription(SubscriptionMode::All)
+    ///         .send()
+    ///         .await?;
+    ///     assert_eq!(batch[0].consumer_group, group);
+    /// }
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn group(self, g: impl Into<String>) -> Self {
         self.set("consumerGroup", g.into())
     }
 
     /// Most messages (default 200 on the broker).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::PushItem;
+    /// client.push((0..5).map(|n| PushItem::new("orders", &n)).collect()).await?;
+    /// let batch = client.pop::<u32>("orders").batch(2).send().await?;
+    /// assert_eq!(batch.iter().map(|m| m.data).collect::<Vec<_>>(), [0, 1]);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn batch(self, n: u32) -> Self {
         self.set("batch", n.to_string())
     }
 
-    /// Long-polls up to `d` for a message.
+    /// Long-polls up to `d` for a message: the pop answers as soon as one is there, or
+    /// empty after `d`. The HTTP exchange is then allowed `d` plus 10 s.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// let waiting = client.pop::<String>("orders").wait(Duration::from_secs(10)).send();
+    /// let pushing = async {
+    ///     tokio::time::sleep(Duration::from_millis(50)).await;
+    ///     client.push(vec![queen_sdk::PushItem::new("orders", &"late")]).await
+    /// };
+    /// let (batch, _) = tokio::try_join!(waiting, pushing)?;
+    /// assert_eq!(batch[0].data, "late");
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn wait(mut self, d: Duration) -> Self {
         self.wait = Some(d);
         self.set("wait", "true".into())
             .set("timeout", d.as_millis().to_string())
     }
 
-    /// Lease length for this pop.
+    /// Lease length for this pop, in whole seconds (rounded down, at least 1); the
+    /// default is the queue's `leaseTime`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use std::time::Duration;
+    /// let batch = client.pop::<serde_json::Value>("orders").lease(Duration::from_secs(30)).send().await?;
+    /// let cursor = broker.inspect().cursor("orders", "Default", queen_sdk::QUEUE_MODE)?.unwrap();
+    /// assert_eq!(cursor.lease_id.as_deref(), Some(batch[0].lease_id.as_str()));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn lease(self, d: Duration) -> Self {
         self.set("leaseSeconds", d.as_secs().max(1).to_string())
     }
 
-    /// Commit at delivery: no lease, no redelivery.
+    /// Commit at delivery: no lease, no redelivery, nothing to ack.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// let batch = client.pop::<serde_json::Value>("orders").auto_ack().send().await?;
+    /// assert!(batch[0].lease_id.is_empty());
+    /// assert!(client.pop::<serde_json::Value>("orders").send().await?.is_empty());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn auto_ack(self) -> Self {
         self.set("autoAck", "true".into())
     }
 
-    /// Where a new named group starts.
+    /// Where a new named group starts (ignored once the group has read the queue).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use queen_sdk::SubscriptionMode;
+    /// let batch = client
+    ///     .pop::<serde_json::Value>("orders")
+    ///     .group("replay")
+    ///     .subscription(SubscriptionMode::All)
+    ///     .send()
+    ///     .await?;
+    /// assert_eq!(batch.len(), 1);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn subscription(self, mode: SubscriptionMode) -> Self {
         let v = match mode {
             SubscriptionMode::New => "new",
@@ -146,16 +349,64 @@ impl<T: DeserializeOwned> Pop<'_, T> {
     }
 
     /// Start a new group's cursor at this ISO-8601 time (or `"now"`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// let batch = client
+    ///     .pop::<serde_json::Value>("orders")
+    ///     .group("backfill")
+    ///     .subscription_from("2020-01-01T00:00:00Z")
+    ///     .send()
+    ///     .await?;
+    /// assert_eq!(batch.len(), 1);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn subscription_from(self, at: impl Into<String>) -> Self {
         self.set("subscriptionFrom", at.into())
     }
 
     /// Claim up to `n` partitions under one lease (queue-wide pops only).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::PushItem;
+    /// client
+    ///     .push(vec![PushItem::new("orders", &1).partition("a"), PushItem::new("orders", &2).partition("b")])
+    ///     .await?;
+    /// let batch = client.pop::<u32>("orders").partitions(2).send().await?;
+    /// assert_eq!(batch.len(), 2);
+    /// assert_eq!(batch[0].lease_id, batch[1].lease_id);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn partitions(self, n: u32) -> Self {
         self.set("partitions", n.to_string())
     }
 
-    /// Sends the pop. An empty answer is an empty vector.
+    /// Sends the pop. An empty answer is an empty vector. A pop is retried after a 5xx or
+    /// a lost connection.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let none = client.pop::<serde_json::Value>("orders").send().await?;
+    /// assert!(none.is_empty());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn send(self) -> Result<Vec<Message<T>>> {
         validate::name("queue", &self.queue)?;
         let path = match &self.partition {
@@ -206,6 +457,22 @@ pub(crate) fn decode_messages<T: DeserializeOwned>(body: Value) -> Result<Vec<Me
 }
 
 /// How a message was handled.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+/// use queen_sdk::AckStatus;
+/// let batch = client.pop::<serde_json::Value>("orders").send().await?;
+/// let failed = AckStatus::Failed { error: "the card was declined".into() };
+/// let outcome = client.ack(&batch[0], failed).await?;
+/// assert!(outcome.success && !outcome.dlq); // redelivered while the retry limit lasts
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AckStatus {
     /// Done.
@@ -234,6 +501,23 @@ impl AckStatus {
 }
 
 /// The verdict on one ack.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+/// use queen_sdk::AckStatus;
+/// let batch = client.pop::<serde_json::Value>("orders").send().await?;
+/// let first = client.ack(&batch[0], AckStatus::Completed).await?;
+/// assert!(first.success && first.lease_released); // the last of its batch
+/// let again = client.ack(&batch[0], AckStatus::Completed).await?;
+/// assert!(!again.success); // its lease is gone
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AckOutcome {
@@ -255,6 +539,23 @@ pub struct AckOutcome {
 
 /// One message to push. The SDK always sends a `transactionId` (a new UUIDv7 unless you
 /// give one), so a retried push is deduplicated by the broker.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::PushItem;
+/// let items = vec![
+///     PushItem::new("orders", &serde_json::json!({"id": "o-7"})).partition("customer-1"),
+///     PushItem::new("audit", &"order o-7 received"),
+/// ];
+/// let out = client.push(items).await?;
+/// assert_eq!((out[0].queue.as_str(), out[1].queue.as_str()), ("orders", "audit"));
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct PushItem {
     queue: String,
@@ -264,7 +565,16 @@ pub struct PushItem {
 }
 
 impl PushItem {
-    /// A message for `queue` with a typed payload.
+    /// A message for `queue` with a typed payload (a payload that does not serialise
+    /// fails the push with [`Error::Invalid`]).
+    ///
+    /// ```
+    /// use queen_sdk::PushItem;
+    /// #[derive(serde::Serialize)]
+    /// struct Order<'a> { id: &'a str, total: f64 }
+    /// let item = PushItem::new("orders", &Order { id: "o-7", total: 12.5 });
+    /// # let _ = item;
+    /// ```
     pub fn new<T: Serialize + ?Sized>(queue: impl Into<String>, payload: &T) -> Self {
         PushItem {
             queue: queue.into(),
@@ -274,13 +584,44 @@ impl PushItem {
         }
     }
 
-    /// The partition (default `Default`).
+    /// The partition (default `Default`). A partition's messages are delivered in
+    /// order, one leased batch at a time.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::PushItem;
+    /// client.push(vec![PushItem::new("orders", &"o-7").partition("customer-1")]).await?;
+    /// assert_eq!(broker.inspect().messages("orders", "customer-1")?.len(), 1);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn partition(mut self, p: impl Into<String>) -> Self {
         self.partition = Some(p.into());
         self
     }
 
-    /// The dedup key.
+    /// The dedup key: a second push of it to the same partition within the queue's
+    /// dedup window stores nothing and answers `duplicate`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::PushItem;
+    /// let item = PushItem::new("orders", &"o-7").transaction_id("order-7");
+    /// let first = client.push(vec![item.clone()]).await?;
+    /// let again = client.push(vec![item]).await?;
+    /// assert!(!first[0].is_duplicate() && again[0].is_duplicate());
+    /// assert_eq!(first[0].message_id, again[0].message_id);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn transaction_id(mut self, id: impl Into<String>) -> Self {
         self.transaction_id = Some(id.into());
         self
@@ -288,6 +629,18 @@ impl PushItem {
 }
 
 /// What the broker did with one pushed item.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// let out = client.push(vec![queen_sdk::PushItem::new("orders", &"o-7")]).await?;
+/// assert_eq!((out[0].index, out[0].status.as_str(), out[0].offset), (0, "queued", Some(0)));
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Pushed {
     /// Position in the request.
@@ -308,12 +661,43 @@ pub struct Pushed {
 
 impl Pushed {
     /// Whether it was already stored (nothing new was written).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::PushItem;
+    /// let item = PushItem::new("orders", &"o-7").transaction_id("order-7");
+    /// let out = client.push(vec![item.clone(), item]).await?;
+    /// assert!(!out[0].is_duplicate());
+    /// assert!(out[1].is_duplicate());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_duplicate(&self) -> bool {
         self.status == "duplicate"
     }
 }
 
 /// A lease extension's result.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+/// use std::time::Duration;
+/// let batch = client.pop::<serde_json::Value>("orders").send().await?;
+/// let ext = client.extend_lease(&batch[0].lease_id, Duration::from_secs(120)).await?;
+/// assert_eq!(ext.renewed, 1);
+/// assert!(ext.expires_at.is_some());
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseExtension {
     /// Partition claims extended; 0 when the lease had expired or is unknown.
@@ -323,7 +707,25 @@ pub struct LeaseExtension {
 }
 
 impl Client {
-    /// Starts a pop from `queue`.
+    /// Starts a pop from `queue`, whose payloads decode as `T`; see [`Pop`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// #[derive(serde::Deserialize)]
+    /// struct Order { id: String }
+    /// for msg in client.pop::<Order>("orders").batch(10).send().await? {
+    ///     println!("order {}", msg.data.id);
+    ///     let outcome = client.transaction().ack(&msg).commit().await?;
+    ///     assert!(outcome.is_committed());
+    /// }
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn pop<T: DeserializeOwned>(&self, queue: impl Into<String>) -> Pop<'_, T> {
         Pop {
             client: self,
@@ -335,16 +737,24 @@ impl Client {
         }
     }
 
-    /// Pushes messages; one result per item, in order.
+    /// Pushes messages; one result per item, in order. Every item carries a
+    /// `transactionId`, so a push is retried after a 5xx or a lost connection: a resend is
+    /// answered `duplicate` instead of stored twice.
     ///
-    /// ```no_run
-    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use queen_sdk::PushItem;
     /// let out = client
     ///     .push(vec![PushItem::new("orders", &serde_json::json!({"id": 7})).transaction_id("order-7")])
     ///     .await?;
     /// assert!(!out[0].message_id.is_empty());
-    /// # Ok(()) }
+    /// assert_eq!(out[0].transaction_id, "order-7");
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn push(&self, items: Vec<PushItem>) -> Result<Vec<Pushed>> {
         let mut wire = Vec::with_capacity(items.len());
@@ -372,12 +782,46 @@ impl Client {
         decode(answer, "push answer")
     }
 
-    /// Acks one message.
+    /// Acks one message on its own (fenced by its lease, if it has one). To ack and
+    /// produce in one atomic step, use [`Client::transaction`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use queen_sdk::AckStatus;
+    /// let batch = client.pop::<serde_json::Value>("orders").send().await?;
+    /// let outcome = client.ack(&batch[0], AckStatus::Completed).await?;
+    /// assert!(outcome.success);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn ack<T>(&self, msg: &Message<T>, status: AckStatus) -> Result<AckOutcome> {
         Ok(self.ack_batch(&[(msg, status)]).await?.remove(0))
     }
 
     /// Acks several messages; one verdict per ack, each independent.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{AckStatus, PushItem};
+    /// client.push(vec![PushItem::new("orders", &1), PushItem::new("orders", &2)]).await?;
+    /// let batch = client.pop::<u32>("orders").send().await?;
+    /// let verdicts = client
+    ///     .ack_batch(&[(&batch[0], AckStatus::Completed), (&batch[1], AckStatus::Dlq)])
+    ///     .await?;
+    /// assert!(verdicts.iter().all(|v| v.success));
+    /// assert!(verdicts[1].dlq);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn ack_batch<T>(&self, acks: &[(&Message<T>, AckStatus)]) -> Result<Vec<AckOutcome>> {
         let acknowledgments: Vec<Value> = acks
             .iter()
@@ -403,8 +847,25 @@ impl Client {
         decode(answer, "ack answer")
     }
 
-    /// Extends a lease by `by` from now. A lease that has expired is never revived:
-    /// `renewed` is 0 then.
+    /// Extends a lease to `by` from now (whole seconds, rounded down, at least 1). A
+    /// lease that has expired is never revived: `renewed` is 0 then.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use std::time::Duration;
+    /// let batch = client.pop::<serde_json::Value>("orders").send().await?;
+    /// let ext = client.extend_lease(&batch[0].lease_id, Duration::from_secs(300)).await?;
+    /// assert!(ext.renewed > 0);
+    /// let gone = client.extend_lease("no-such-lease", Duration::from_secs(300)).await?;
+    /// assert_eq!(gone.renewed, 0);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn extend_lease(&self, lease_id: &str, by: Duration) -> Result<LeaseExtension> {
         let body = json!({ "seconds": by.as_secs().max(1) });
         let path = format!("/api/v1/lease/{}/extend", validate::segment(lease_id));

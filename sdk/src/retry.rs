@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 
-/// How a [`crate::Client`] retries 5xx answers and connection failures.
+/// How a [`crate::Client`] retries 5xx answers, 429s and connection failures (4xx
+/// answers other than 429 are never retried).
 ///
 /// ```
 /// use std::time::Duration;
@@ -41,46 +42,99 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// No retries: one attempt.
+    ///
+    /// ```
+    /// use queen_sdk::RetryPolicy;
+    /// assert_eq!(RetryPolicy::none().attempts(), 1);
+    /// ```
     pub fn none() -> Self {
         Self::default().max_attempts(1)
     }
 
     /// Attempts in all, the first included (at least 1).
+    ///
+    /// ```
+    /// use queen_sdk::RetryPolicy;
+    /// assert_eq!(RetryPolicy::default().max_attempts(5).attempts(), 5);
+    /// assert_eq!(RetryPolicy::default().max_attempts(0).attempts(), 1);
+    /// ```
     pub fn max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = n.max(1);
         self
     }
 
-    /// The first backoff delay.
+    /// The first backoff delay (default 100 ms). A `Retry-After` longer than the
+    /// delay is waited instead.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queen_sdk::RetryPolicy;
+    /// let policy = RetryPolicy::default().min_delay(Duration::from_millis(250));
+    /// # let _ = policy;
+    /// ```
     pub fn min_delay(mut self, d: Duration) -> Self {
         self.min_delay = d;
         self
     }
 
-    /// The longest backoff delay.
+    /// The longest backoff delay (default 2 s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queen_sdk::RetryPolicy;
+    /// let policy = RetryPolicy::default()
+    ///     .min_delay(Duration::from_millis(50))
+    ///     .max_delay(Duration::from_millis(500));
+    /// # let _ = policy;
+    /// ```
     pub fn max_delay(mut self, d: Duration) -> Self {
         self.max_delay = d;
         self
     }
 
-    /// One deadline over every attempt and wait of a call.
+    /// One deadline over every attempt and wait of a call (default 30 s), the attempt
+    /// in flight included: a call never takes longer.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queen_sdk::RetryPolicy;
+    /// let policy = RetryPolicy::default().deadline(Duration::from_secs(5));
+    /// assert_eq!(policy.overall_deadline(), Duration::from_secs(5));
+    /// ```
     pub fn deadline(mut self, d: Duration) -> Self {
         self.deadline = d;
         self
     }
 
     /// Randomises delays so that many clients do not retry in step (on by default).
+    ///
+    /// ```
+    /// use queen_sdk::RetryPolicy;
+    /// let predictable = RetryPolicy::default().jitter(false);
+    /// # let _ = predictable;
+    /// ```
     pub fn jitter(mut self, on: bool) -> Self {
         self.jitter = on;
         self
     }
 
     /// Attempts in all.
+    ///
+    /// ```
+    /// use queen_sdk::RetryPolicy;
+    /// assert_eq!(RetryPolicy::default().attempts(), 3);
+    /// ```
     pub fn attempts(&self) -> u32 {
         self.max_attempts
     }
 
     /// The overall deadline.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queen_sdk::RetryPolicy;
+    /// assert_eq!(RetryPolicy::default().overall_deadline(), Duration::from_secs(30));
+    /// ```
     pub fn overall_deadline(&self) -> Duration {
         self.deadline
     }

@@ -16,8 +16,11 @@ pub(crate) const MAX_TIMER_PAYLOAD_BYTES: usize = 1024 * 1024;
 
 /// The standalone timers API. Get it with [`Client::timers`].
 ///
-/// ```no_run
-/// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
 /// use std::time::Duration;
 /// use serde_json::json;
 ///
@@ -32,7 +35,10 @@ pub(crate) const MAX_TIMER_PAYLOAD_BYTES: usize = 1024 * 1024;
 ///     println!("pending until {}", pending.deliver_at);
 /// }
 /// timers.cancel("reminders", "order-7").await?;
-/// # Ok(()) }
+/// assert!(timers.peek("reminders", "order-7").await?.is_none());
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
 /// ```
 ///
 /// Each schedule sends a `txn` (yours, or a new UUIDv7): the fired message's
@@ -45,6 +51,23 @@ pub struct Timers {
 }
 
 /// A pending timer, as [`Timers::peek`] and [`Timers::list`] answer it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use std::time::Duration;
+/// let timers = client.timers();
+/// timers.schedule("reminders", "o-7", |t| t.after(Duration::from_secs(60)).txn("remind-o-7")).await?;
+/// let t = timers.peek("reminders", "o-7").await?.expect("pending");
+/// assert_eq!((t.queue.as_str(), t.timer_key.as_str()), ("reminders", "o-7"));
+/// assert_eq!((t.txn.as_deref(), t.attempts), (Some("remind-o-7"), 0));
+/// assert!(t.deliver_at.ends_with('Z'));
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingTimer {
     /// The queue it pushes to.
@@ -83,7 +106,30 @@ impl PendingTimer {
         }
     }
 
-    /// The payload decoded from JSON, if there is one.
+    /// The payload decoded from JSON, if there is one. A timer set without a payload
+    /// has an empty one, which is not JSON: that is an error.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    /// struct Reminder { order_id: String }
+    /// let timers = client.timers();
+    /// let reminder = Reminder { order_id: "o-7".into() };
+    /// timers.schedule("reminders", "o-7", |t| t.after(Duration::from_secs(60)).payload(&reminder)).await?;
+    /// let pending = timers.peek("reminders", "o-7").await?.expect("pending");
+    /// assert_eq!(pending.payload_json::<Reminder>()?, Some(reminder));
+    ///
+    /// timers.schedule("reminders", "o-8", |t| t.after(Duration::from_secs(60))).await?;
+    /// let empty = timers.peek("reminders", "o-8").await?.expect("pending");
+    /// assert!(empty.payload_json::<Reminder>().is_err());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn payload_json<T: DeserializeOwned>(&self) -> Result<Option<T>> {
         self.payload
             .as_deref()
@@ -94,6 +140,23 @@ impl PendingTimer {
 }
 
 /// One page of [`Timers::list`], in key order.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use std::time::Duration;
+/// for key in ["a", "b", "c"] {
+///     client.timers().schedule("reminders", key, |t| t.after(Duration::from_secs(60))).await?;
+/// }
+/// let page = client.timers().list("reminders", None, 2).await?;
+/// assert_eq!(page.rows.iter().map(|t| t.timer_key.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+/// assert_eq!(page.next_after.as_deref(), Some("b"));
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimerPage {
     /// The pending timers.
@@ -103,7 +166,20 @@ pub struct TimerPage {
 }
 
 impl Client {
-    /// The standalone timers API.
+    /// The standalone timers API; see [`Timers`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// let r = client.timers().schedule("reminders", "o-7", |t| t.after(Duration::from_secs(60))).await?;
+    /// assert!(r.ok);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn timers(&self) -> Timers {
         Timers {
             client: self.clone(),
@@ -184,15 +260,21 @@ impl Timers {
     /// [`Timer::after`] or [`Timer::at`]); a pending timer of the key is replaced
     /// (`status: "rescheduled"`).
     ///
-    /// ```no_run
-    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use std::time::Duration;
     /// let r = client
     ///     .timers()
     ///     .schedule("reminders", "order-7", |t| t.after(Duration::from_secs(60)).payload(&"ping"))
     ///     .await?;
     /// assert!(r.ok);
-    /// # Ok(()) }
+    /// assert_eq!(r.status, "scheduled");
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn schedule(
         &self,
@@ -203,7 +285,23 @@ impl Timers {
         self.set(queue, key, TimerAction::Schedule, f).await
     }
 
-    /// Reschedules the timer `queue/key` (scheduling it when absent).
+    /// Reschedules the timer `queue/key` (scheduling it when absent). Not retried after
+    /// a 5xx or a lost connection, as [`Timers::schedule`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// let timers = client.timers();
+    /// timers.schedule("reminders", "o-7", |t| t.after(Duration::from_secs(60))).await?;
+    /// let r = timers.reschedule("reminders", "o-7", |t| t.after(Duration::from_secs(600))).await?;
+    /// assert_eq!(r.status, "rescheduled");
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn reschedule(
         &self,
         queue: &str,
@@ -218,6 +316,23 @@ impl Timers {
     ///
     /// Retried after a 5xx: cancelling twice has the effect of cancelling once, but a
     /// retry's answer may then be `absent`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// let timers = client.timers();
+    /// timers.schedule("reminders", "o-7", |t| t.after(Duration::from_secs(60))).await?;
+    /// let r = timers.cancel("reminders", "o-7").await?;
+    /// assert_eq!((r.ok, r.status.as_str()), (true, "cancelled"));
+    /// let again = timers.cancel("reminders", "o-7").await?;
+    /// assert_eq!((again.ok, again.status.as_str()), (false, "absent"));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn cancel(&self, queue: &str, key: &str) -> Result<TimerResult> {
         let t = Timer {
             queue: queue.to_string(),
@@ -230,6 +345,22 @@ impl Timers {
     }
 
     /// The pending timer `queue/key`, with its payload; `None` when there is none.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// let timers = client.timers();
+    /// timers.schedule("reminders", "o-7", |t| t.after(Duration::from_secs(60)).payload(&"ping")).await?;
+    /// let t = timers.peek("reminders", "o-7").await?.expect("pending");
+    /// assert_eq!(t.payload.as_deref(), Some(&b"\"ping\""[..]));
+    /// assert!(timers.peek("reminders", "o-8").await?.is_none());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn peek(&self, queue: &str, key: &str) -> Result<Option<PendingTimer>> {
         validate::name("timer", queue)?;
         let path = format!(
@@ -248,14 +379,21 @@ impl Timers {
         Ok(Some(PendingTimer::parse(queue, &b)))
     }
 
-    /// A page of `queue`'s pending timers in key order, starting after the key `after`.
+    /// A page of at most `limit` (1 to 1,000) of `queue`'s pending timers in key order,
+    /// starting after the key `after`.
     ///
-    /// ```no_run
-    /// # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # for key in ["a", "b", "c"] {
+    /// #     client.timers().schedule("reminders", key, |t| t.after(std::time::Duration::from_secs(60))).await?;
+    /// # }
     /// let timers = client.timers();
     /// let mut after = None;
     /// loop {
-    ///     let page = timers.list("reminders", after.as_deref(), 100).await?;
+    ///     let page = timers.list("reminders", after.as_deref(), 2).await?;
     ///     for t in &page.rows {
     ///         println!("{} at {}", t.timer_key, t.deliver_at);
     ///     }
@@ -264,7 +402,9 @@ impl Timers {
     ///         None => break,
     ///     }
     /// }
-    /// # Ok(()) }
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn list(&self, queue: &str, after: Option<&str>, limit: u32) -> Result<TimerPage> {
         validate::name("timer", queue)?;

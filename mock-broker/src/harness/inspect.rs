@@ -91,7 +91,6 @@ pub struct InspectedCursor {
 /// #     .json(&serde_json::json!({"operations": [{"op": "schedule", "queue": "reminders", "timerKey": "o-7",
 /// #         "delayMs": 60_000, "payload": "Im8tNyI=", "txn": "remind-o-7"}]}))
 /// #     .send().await?;
-/// use queen_mock_broker::Clock;
 /// let timers = broker.inspect().timers("reminders")?;
 /// assert_eq!((timers[0].key.as_str(), timers[0].txn.as_str()), ("o-7", "remind-o-7"));
 /// assert!(timers[0].deliver_at > broker.clock().now_micros());
@@ -111,7 +110,10 @@ pub struct InspectedTimer {
     pub deliver_at: Micros,
 }
 
-/// Reads the broker's state without its public API.
+/// Reads the broker's state without its public API. It reads the `default` tenant: the
+/// tenant of every call when authentication is off
+/// ([`MockBrokerBuilder::auth`](crate::MockBrokerBuilder::auth)), and of tokens given no
+/// other.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
@@ -242,7 +244,7 @@ impl<'a> Inspector<'a> {
     /// #     .json(&serde_json::json!({"items": [{"queue": "orders", "payload": {"id": "o-7"}, "transactionId": "order-7"}]}))
     /// #     .send().await?;
     /// assert!(broker.inspect().cursor("orders", "Default", "billing")?.is_none());
-    /// # let popped: serde_json::Value = http
+    /// # let _: serde_json::Value = http
     /// #     .get(format!("{}/api/v1/pop/queue/orders?consumerGroup=billing&subscriptionMode=all", broker.url()))
     /// #     .send().await?.json().await?;
     /// assert!(broker.inspect().cursor("orders", "Default", "billing")?.is_some());

@@ -44,7 +44,22 @@ use crate::ids::derive_id;
 use crate::message::{AckStatus, Message};
 use crate::validate;
 
-/// A held lock's identity, whose guard gates a transaction on still holding it.
+/// A held lock's identity, whose guard gates a transaction on still holding it. Get it
+/// from [`crate::Lock::guard`] and give it to [`TransactionBuilder::guard`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// let lock = client.lock("nightly-report").acquire().await?.expect("free");
+/// let guard: queen_sdk::LockGuard = lock.guard();
+/// assert_eq!((guard.name.as_str(), guard.slot), ("nightly-report", 0));
+/// assert!(guard.token > 0);
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockGuard {
     /// The lock's name.
@@ -68,7 +83,38 @@ enum Operation {
     Push(Push),
 }
 
-/// Builds one transaction. Start it with [`Client::transaction`].
+/// Builds one transaction. Start it with [`Client::transaction`], add its parts, then
+/// [`TransactionBuilder::commit`]: everything applies, or nothing does. Nothing is sent
+/// before `commit`, and a builder can be cloned to send the same step again.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+/// # let msg = client.pop::<serde_json::Value>("orders").send().await?.remove(0);
+/// use std::time::Duration;
+/// use queen_sdk::{Commit, Ttl};
+/// use serde_json::json;
+///
+/// let outcome = client
+///     .transaction()
+///     .ack(&msg)
+///     .push("receipts", |p| p.partition("customer-1").payload(&json!({"orderId": "o-7"})))
+///     .kv(|k| k.put("orders", "o-7", &json!({"status": "paid"})).ttl(Ttl::days(30)))
+///     .once("paid", "o-7-paid", Ttl::days(1))
+///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(86_400)).payload(&"o-7"))
+///     .commit()
+///     .await?;
+/// let Commit::Committed(c) = outcome else { panic!("not gated: the marker was new") };
+/// assert_eq!(c.pushes().count(), 1);
+/// assert_eq!(c.kv().count(), 2);
+/// assert_eq!(c.timers().next().unwrap().status, "scheduled");
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 #[must_use = "a transaction does nothing until committed"]
 pub struct TransactionBuilder {
@@ -81,7 +127,23 @@ pub struct TransactionBuilder {
 }
 
 impl Client {
-    /// Starts a transaction.
+    /// Starts a transaction; see [`TransactionBuilder`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let outcome = client
+    ///     .transaction()
+    ///     .kv(|k| k.incr("stats", "orders", 1).forever())
+    ///     .commit()
+    ///     .await?;
+    /// assert!(outcome.is_committed());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn transaction(&self) -> TransactionBuilder {
         TransactionBuilder {
             client: self.clone(),
@@ -95,7 +157,22 @@ impl Client {
 }
 
 impl TransactionBuilder {
-    /// Acks `msg` as completed, fenced by its lease.
+    /// Acks `msg` as completed, fenced by its lease (see [`TransactionBuilder::ack_with`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// # let msg = client.pop::<serde_json::Value>("orders").send().await?.remove(0);
+    /// let outcome = client.transaction().ack(&msg).commit().await?;
+    /// assert!(outcome.is_committed());
+    /// assert!(client.pop::<serde_json::Value>("orders").send().await?.is_empty()); // done
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn ack<T>(self, msg: &Message<T>) -> Self {
         self.ack_with(msg, AckStatus::Completed)
     }
@@ -103,6 +180,24 @@ impl TransactionBuilder {
     /// Acks `msg` with a status, fenced by its lease. The lease goes on the ack and into
     /// `requiredLeases`, as every SDK does, so an expired or stolen lease rolls the
     /// whole step back instead of acking someone else's delivery.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// # let msg = client.pop::<serde_json::Value>("orders").send().await?.remove(0);
+    /// use queen_sdk::{AckStatus, Error, RollbackReason};
+    /// let failed = AckStatus::Failed { error: "payment service down".into() };
+    /// client.transaction().ack_with(&msg, failed.clone()).commit().await?.committed().unwrap();
+    /// // The ack ended this delivery and released its lease: acking it again rolls back.
+    /// let again = client.transaction().ack_with(&msg, failed).commit().await;
+    /// assert!(matches!(again, Err(Error::RolledBack { reason: RollbackReason::RejectedAck, .. })));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn ack_with<T>(mut self, msg: &Message<T>, status: AckStatus) -> Self {
         self.ops.push(Operation::Ack {
             message_id: msg.id.clone(),
@@ -115,7 +210,27 @@ impl TransactionBuilder {
         self
     }
 
-    /// Pushes one message to `queue`, configured by `f`.
+    /// Pushes one message to `queue`, configured by `f` (see [`Push`]). Without your own
+    /// [`Push::transaction_id`], a push in a step that acks messages gets one derived from
+    /// them, so a second run of the step names its push the same way and rolls back as
+    /// `duplicate`; a step that acks nothing gets a new UUIDv7.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// # let msg = client.pop::<serde_json::Value>("orders").send().await?.remove(0);
+    /// let step = client.transaction().ack(&msg).push("receipts", |p| p.payload(&"receipt for o-7"));
+    /// let (a, b) = (step.to_body()?, step.to_body()?);
+    /// let id = &a["operations"][1]["items"][0]["transactionId"];
+    /// assert_eq!(id, &b["operations"][1]["items"][0]["transactionId"]); // derived, stable
+    /// assert!(step.commit().await?.is_committed());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn push(mut self, queue: impl Into<String>, f: impl FnOnce(Push) -> Push) -> Self {
         let p = f(Push {
             queue: queue.into(),
@@ -125,20 +240,88 @@ impl TransactionBuilder {
         self
     }
 
-    /// Adds one KV operation built by `f`.
+    /// Adds one KV operation built by `f` from [`Kv`]. A write needs exactly one expiry
+    /// ([`KvOp::ttl`] or [`KvOp::forever`]); a key may be written once per transaction.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::Ttl;
+    /// let c = client
+    ///     .transaction()
+    ///     .kv(|k| k.put("carts", "c-1", &serde_json::json!({"items": 2})).ttl(Ttl::hours(1)))
+    ///     .kv(|k| k.get("carts", "c-2"))
+    ///     .commit()
+    ///     .await?
+    ///     .committed()
+    ///     .expect("nothing required");
+    /// let results: Vec<_> = c.kv().collect();
+    /// assert_eq!(results[0].applied, Some(true));
+    /// assert_eq!(results[1].found, Some(false));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn kv(mut self, f: impl FnOnce(Kv) -> KvOp) -> Self {
         self.kv.push(f(Kv));
         self
     }
 
     /// Gates the step on a marker: `putIfAbsent` of `true` with `required`. A second
-    /// run of the same step answers [`Commit::Gated`] and writes nothing.
+    /// run of the same step answers [`Commit::Gated`] and writes nothing, unless a
+    /// guard that the broker checks before the KV operations fires first: a fenced ack
+    /// whose lease is gone (`rejected_ack`) or a push whose `transactionId` is already
+    /// stored (`duplicate`) rolls the step back as [`Error::RolledBack`] instead.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{Commit, Ttl};
+    /// let step = client
+    ///     .transaction()
+    ///     .once("invoiced", "order-7", Ttl::days(7))
+    ///     .push("invoices", |p| p.payload(&"order-7"));
+    /// assert!(step.clone().commit().await?.is_committed());
+    /// match step.commit().await? {
+    ///     Commit::Gated { kv_reason, .. } => assert_eq!(kv_reason, "exists"), // already done
+    ///     Commit::Committed(_) => panic!("the marker was set"),
+    /// }
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn once(self, ns: &str, key: &str, ttl: impl Into<Ttl>) -> Self {
         let ttl = ttl.into();
         self.kv(|k| k.put_if_absent(ns, key, &true).ttl(ttl).required())
     }
 
-    /// Adds a timer operation on `queue`, configured by `f`.
+    /// Adds a timer operation on `queue`, configured by `f` (see [`Timer`]): when it fires,
+    /// its payload is pushed to `queue`. A timer key may appear once per transaction.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// let c = client
+    ///     .transaction()
+    ///     .timer("reminders", |t| t.key("order-7").after(Duration::from_secs(3600)).payload(&"order-7"))
+    ///     .commit()
+    ///     .await?
+    ///     .committed()
+    ///     .unwrap();
+    /// let timer = c.timers().next().unwrap();
+    /// assert!(timer.ok && timer.deliver_at.is_some());
+    /// assert_eq!(broker.inspect().timers("reminders")?[0].key, "order-7");
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn timer(mut self, queue: impl Into<String>, f: impl FnOnce(Timer) -> Timer) -> Self {
         self.timers.push(f(Timer {
             queue: queue.into(),
@@ -147,7 +330,26 @@ impl TransactionBuilder {
         self
     }
 
-    /// Sets the next offset `group` reads on a partition (and releases its lease there).
+    /// Sets the next offset `group` reads on a partition, by the partition's name (and
+    /// releases the group's lease there). An offset past the partition's end rolls the step
+    /// back (`rejected_position`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{PushItem, SubscriptionMode};
+    /// client.push((0..3).map(|n| PushItem::new("events", &n)).collect()).await?;
+    /// // Have "audit" skip the first two events.
+    /// let outcome = client.transaction().position("events", "audit", "Default", 2).commit().await?;
+    /// assert!(outcome.is_committed());
+    /// let next = client.pop::<u32>("events").group("audit").subscription(SubscriptionMode::All).send().await?;
+    /// assert_eq!(next[0].data, 2);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn position(mut self, queue: &str, group: &str, partition: &str, offset: u64) -> Self {
         self.positions.push(json!({
             "queue": queue, "consumerGroup": group, "partition": partition, "offset": offset,
@@ -155,7 +357,31 @@ impl TransactionBuilder {
         self
     }
 
-    /// Commits only while `lock` is still held.
+    /// Commits only while `lock` is still held: a `required` check of the lock row's
+    /// version, so a lost lock answers [`Commit::Gated`] and writes nothing.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::Ttl;
+    /// let lock = client.lock("nightly-report").acquire().await?.expect("free");
+    /// let outcome = client
+    ///     .transaction()
+    ///     .guard(&lock.guard())
+    ///     .kv(|k| k.put("reports", "nightly", &"done").ttl(Ttl::days(1)))
+    ///     .commit()
+    ///     .await?;
+    /// assert!(outcome.is_committed());
+    /// let stale = lock.guard();
+    /// lock.release().await?;
+    /// let late = client.transaction().guard(&stale).kv(|k| k.delete("reports", "nightly")).commit().await?;
+    /// assert!(!late.is_committed()); // gated: the lock is no longer held
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn guard(self, lock: &LockGuard) -> Self {
         let key = format!("{}#{}", lock.name, lock.slot);
         let token = lock.token;
@@ -164,6 +390,27 @@ impl TransactionBuilder {
 
     /// Retries this transaction after a 5xx or a lost connection even though it is not
     /// idempotent by construction (no fenced ack, no deterministic push, no gate).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_mock_broker::harness::Fault;
+    /// use queen_sdk::Error;
+    /// let count = || client.transaction().kv(|k| k.incr("stats", "visits", 1).forever());
+    /// // The broker commits, then the answer is lost.
+    /// broker.faults().inject(Fault::commit_then_drop().on("/api/v1/transaction"));
+    /// assert!(matches!(count().commit().await, Err(Error::OutcomeUnknown { .. })));
+    /// // Opted in, the step is sent again (and here counts twice).
+    /// broker.faults().inject(Fault::commit_then_drop().on("/api/v1/transaction"));
+    /// let c = count().retry_unsafe(true).commit().await?.committed().unwrap();
+    /// assert!(c.retried);
+    /// assert_eq!(c.kv().next().unwrap().value, Some(serde_json::json!(3)));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn retry_unsafe(mut self, yes: bool) -> Self {
         self.retry_unsafe = yes;
         self
@@ -213,8 +460,26 @@ impl TransactionBuilder {
         }
     }
 
-    /// Checks every limit and renders the request body; `Err` means nothing is sent.
-    /// Answers the body and whether every push id is deterministic.
+    /// Checks every limit and renders the request body that
+    /// [`TransactionBuilder::commit`] would send, without sending it; `Err` is the error
+    /// `commit` would answer. A push that derives no id (its step acks nothing) gets a new
+    /// UUIDv7 on every call.
+    ///
+    /// ```
+    /// use queen_sdk::Ttl;
+    /// let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// let body = client
+    ///     .transaction()
+    ///     .kv(|k| k.put("orders", "o-7", &"paid").ttl(Ttl::days(1)))
+    ///     .to_body()?;
+    /// assert_eq!(
+    ///     body,
+    ///     serde_json::json!({"kv": [{"op": "put", "ns": "orders", "key": "o-7", "value": "paid", "ttlSeconds": 86_400}]})
+    /// );
+    /// // A rule broken: nothing would be sent.
+    /// assert!(client.transaction().to_body().is_err());
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn to_body(&self) -> Result<Value> {
         self.render().map(|(b, _)| b)
     }
@@ -430,6 +695,31 @@ impl TransactionBuilder {
     /// idempotent by construction (see [`TransactionBuilder::retry_unsafe`]); when a
     /// retry then rolls back as `duplicate`, `rejected_ack` or `kv_precondition`, the
     /// outcome says `retried: true`: the first attempt most probably committed.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// # let msg = client.pop::<serde_json::Value>("orders").send().await?.remove(0);
+    /// use queen_mock_broker::harness::Fault;
+    /// use queen_sdk::{Commit, Error};
+    /// let step = client.transaction().ack(&msg).push("receipts", |p| p.payload(&"receipt for o-7"));
+    /// // The broker commits the step, then the connection drops before the answer.
+    /// broker.faults().inject(Fault::commit_then_drop().on("/api/v1/transaction"));
+    /// match step.commit().await {
+    ///     Ok(Commit::Committed(c)) => println!("committed {}", c.transaction_id),
+    ///     Ok(Commit::Gated { .. }) => println!("already done"),
+    ///     // The fenced, deterministic step was retried, and the retry found it done.
+    ///     Err(Error::RolledBack { retried: true, reason, .. }) => println!("done before ({reason})"),
+    ///     Err(e) => return Err(e.into()),
+    /// }
+    /// assert_eq!(broker.inspect().messages("receipts", "Default")?.len(), 1); // pushed once
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn commit(self) -> Result<Commit> {
         let (body, deterministic) = self.render()?;
         let opts = Opts {

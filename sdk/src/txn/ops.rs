@@ -10,6 +10,25 @@ use serde_json::{Map, Value, json};
 use super::ttl::Ttl;
 
 /// One pushed item. Configure it in [`crate::TransactionBuilder::push`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// let c = client
+///     .transaction()
+///     .push("receipts", |p| p.partition("customer-1").payload(&"receipt 1"))
+///     .push("receipts", |p| p.partition("customer-2").payload(&"receipt 2"))
+///     .commit()
+///     .await?
+///     .committed()
+///     .unwrap();
+/// assert_eq!(c.pushes().count(), 2);
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct Push {
@@ -22,12 +41,30 @@ pub struct Push {
 
 impl Push {
     /// The partition (default `Default`).
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// let body = client.transaction().push("receipts", |p| p.partition("customer-1")).to_body()?;
+    /// assert_eq!(body["operations"][0]["items"][0]["partition"], "customer-1");
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn partition(mut self, p: impl Into<String>) -> Self {
         self.partition = Some(p.into());
         self
     }
 
-    /// The payload (default `{}`).
+    /// The payload (default `{}`). One that does not serialise fails the transaction
+    /// with [`crate::Error::Invalid`] before anything is sent.
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// #[derive(serde::Serialize)]
+    /// struct Receipt { order_id: String, total: f64 }
+    /// let receipt = Receipt { order_id: "o-7".into(), total: 12.5 };
+    /// let body = client.transaction().push("receipts", |p| p.payload(&receipt)).to_body()?;
+    /// assert_eq!(body["operations"][0]["items"][0]["payload"]["total"], 12.5);
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn payload<T: Serialize + ?Sized>(mut self, payload: &T) -> Self {
         self.payload = Some(serde_json::to_value(payload).map_err(|e| e.to_string()));
         self
@@ -35,23 +72,76 @@ impl Push {
 
     /// The dedup key. Without one, a step that acks messages gets one derived from
     /// them (the same on every run of the step); see [`crate::derive_id`].
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use queen_sdk::derive_id;
+    /// let id = derive_id(&["invoice", "order-7"]);
+    /// let body = client.transaction().push("invoices", |p| p.transaction_id(&id)).to_body()?;
+    /// assert_eq!(body["operations"][0]["items"][0]["transactionId"], id.as_str());
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn transaction_id(mut self, id: impl Into<String>) -> Self {
         self.transaction_id = Some(id.into());
         self
     }
 
     /// A trace id kept on the message.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// client.transaction().push("receipts", |p| p.trace_id("trace-42")).commit().await?.committed().unwrap();
+    /// let msgs = client.pop::<serde_json::Value>("receipts").send().await?;
+    /// assert_eq!(msgs[0].trace_id.as_deref(), Some("trace-42"));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn trace_id(mut self, id: impl Into<String>) -> Self {
         self.trace_id = Some(id.into());
         self
     }
 }
 
-/// Builds KV operations for [`crate::TransactionBuilder::kv`].
+/// Builds KV operations for [`crate::TransactionBuilder::kv`] and
+/// [`crate::KvStore::batch`], where it is used by value: `Kv.put(..)`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::{Kv, Ttl};
+/// // In a transaction, the closure receives a Kv...
+/// client.transaction().kv(|k| k.put("carts", "c-1", &2).ttl(Ttl::hours(1))).commit().await?.committed().unwrap();
+/// // ...and a standalone batch takes KvOps built from one.
+/// let out = client.kv().batch(vec![Kv.get("carts", "c-1")]).await?;
+/// assert_eq!(out.results().unwrap()[0].value, Some(serde_json::json!(2)));
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Kv;
 
-/// One KV operation, with its modifiers.
+/// One KV operation, with its modifiers. Build it from [`Kv`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::{Kv, KvOp, Ttl};
+/// let claim: KvOp = Kv.put_if_absent("claims", "job-9", &"worker-a").ttl(Ttl::minutes(5)).required();
+/// let out = client.kv().batch(vec![claim]).await?;
+/// assert!(out.results().is_some()); // the claim was free
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct KvOp {
@@ -86,42 +176,173 @@ impl Kv {
     }
 
     /// Writes `value` (give it a [`KvOp::ttl`] or [`KvOp::forever`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::Ttl;
+    /// let c = client
+    ///     .transaction()
+    ///     .kv(|k| k.put("orders", "o-7", &serde_json::json!({"status": "paid"})).ttl(Ttl::days(30)))
+    ///     .commit()
+    ///     .await?
+    ///     .committed()
+    ///     .unwrap();
+    /// let put = c.kv().next().unwrap();
+    /// assert_eq!(put.applied, Some(true));
+    /// assert!(put.version.is_some());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn put<T: Serialize + ?Sized>(self, ns: &str, key: &str, value: &T) -> KvOp {
         let mut op = self.op("put", ns, key);
         op.value = Some(serde_json::to_value(value).map_err(|e| e.to_string()));
         op
     }
 
-    /// Writes `value` only if the key is absent; the loser learns the winner's value.
+    /// Writes `value` only if the key is absent; the loser learns the winner's value
+    /// (`applied: false`, `reason: "exists"`). Add [`KvOp::required`] to make it a gate.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::Ttl;
+    /// let claim = |worker: &'static str| {
+    ///     client.transaction().kv(move |k| k.put_if_absent("claims", "job-9", &worker).ttl(Ttl::minutes(5)))
+    /// };
+    /// claim("worker-a").commit().await?.committed().unwrap();
+    /// let lost = claim("worker-b").commit().await?.committed().unwrap();
+    /// let r = lost.kv().next().unwrap();
+    /// assert_eq!((r.applied, r.reason.as_deref()), (Some(false), Some("exists")));
+    /// assert_eq!(r.value, Some(serde_json::json!("worker-a")));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn put_if_absent<T: Serialize + ?Sized>(self, ns: &str, key: &str, value: &T) -> KvOp {
         let mut op = self.put(ns, key, value);
         op.op = "putIfAbsent";
         op
     }
 
-    /// Removes a key.
+    /// Removes a key (`applied: false`, `reason: "absent"` when there was none).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let c = client.transaction().kv(|k| k.delete("carts", "c-1")).commit().await?.committed().unwrap();
+    /// let r = c.kv().next().unwrap();
+    /// assert_eq!((r.applied, r.reason.as_deref()), (Some(false), Some("absent")));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn delete(self, ns: &str, key: &str) -> KvOp {
         self.op("delete", ns, key)
     }
 
-    /// Asserts the key's version without writing (`0`: it must not exist).
+    /// Asserts the key's version without writing (`0`: it must not exist). With
+    /// [`KvOp::required`], a lost check gates the transaction.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{Commit, Ttl};
+    /// let v = client.kv().put("config", "limits", &10, Ttl::Forever).await?.version.unwrap();
+    /// // Commit only if nobody changed the config since it was read at version v.
+    /// let step = |seen: u64| {
+    ///     client
+    ///         .transaction()
+    ///         .kv(move |k| k.check("config", "limits", seen).required())
+    ///         .push("changes", |p| p.payload(&"limits reviewed"))
+    /// };
+    /// assert!(step(v).commit().await?.is_committed());
+    /// client.kv().put("config", "limits", &20, Ttl::Forever).await?;
+    /// assert!(matches!(step(v).commit().await?, Commit::Gated { .. }));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn check(self, ns: &str, key: &str, expect: u64) -> KvOp {
         self.op("check", ns, key).expect(expect)
     }
 
-    /// Adds `delta` to a number (an absent key counts from 0).
+    /// Adds `delta` to a number (an absent key counts from 0); the result's `value` is
+    /// the new number. Bound it with [`KvOp::min`] and [`KvOp::max`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let add = |n| client.transaction().kv(move |k| k.incr("stats", "orders", n).forever());
+    /// add(5).commit().await?.committed().unwrap();
+    /// let c = add(-2).commit().await?.committed().unwrap();
+    /// assert_eq!(c.kv().next().unwrap().value, Some(serde_json::json!(3)));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn incr(self, ns: &str, key: &str, delta: i64) -> KvOp {
         let mut op = self.op("incr", ns, key);
         op.delta = Some(delta.into());
         op
     }
 
-    /// Reads one key.
+    /// Reads one key, as of the transaction (`found`, `value`, `version`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::Ttl;
+    /// client.kv().put("carts", "c-1", &serde_json::json!({"items": 2}), Ttl::hours(1)).await?;
+    /// let c = client.transaction().kv(|k| k.get("carts", "c-1")).commit().await?.committed().unwrap();
+    /// let r = c.kv().next().unwrap();
+    /// assert_eq!(r.found, Some(true));
+    /// assert_eq!(r.value, Some(serde_json::json!({"items": 2})));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn get(self, ns: &str, key: &str) -> KvOp {
         self.op("get", ns, key)
     }
 
-    /// Reads several keys.
+    /// Reads several keys: the result's [`KvResult::raw`](crate::KvResult::raw) holds
+    /// `rows` and `missing`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::Ttl;
+    /// client.kv().put("carts", "c-1", &1, Ttl::hours(1)).await?;
+    /// let c = client
+    ///     .transaction()
+    ///     .kv(|k| k.get_many("carts", ["c-1", "c-2"]))
+    ///     .commit()
+    ///     .await?
+    ///     .committed()
+    ///     .unwrap();
+    /// let r = c.kv().next().unwrap();
+    /// assert_eq!(r.raw["rows"][0]["key"], "c-1");
+    /// assert_eq!(r.raw["missing"], serde_json::json!(["c-2"]));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn get_many<I: IntoIterator<Item = S>, S: Into<String>>(self, ns: &str, keys: I) -> KvOp {
         let mut op = self.op("getMany", ns, "");
         op.keys = keys.into_iter().map(Into::into).collect();
@@ -130,7 +351,29 @@ impl Kv {
 }
 
 impl KvOp {
-    /// Requires the current version to be `version` (`0`: the key must not exist).
+    /// Requires the current version to be `version` (`0`: the key must not exist);
+    /// otherwise the write does not apply (`reason: "version"`, or `"exists"` /
+    /// `"absent"`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::Ttl;
+    /// let w = client.kv().put("carts", "c-1", &1, Ttl::hours(1)).await?;
+    /// let v = w.version.unwrap();
+    /// let update = |seen: u64, n: u32| {
+    ///     client.transaction().kv(move |k| k.put("carts", "c-1", &n).ttl(Ttl::hours(1)).expect(seen))
+    /// };
+    /// let first = update(v, 2).commit().await?.committed().unwrap();
+    /// assert_eq!(first.kv().next().unwrap().applied, Some(true));
+    /// let stale = update(v, 3).commit().await?.committed().unwrap(); // v is no longer current
+    /// assert_eq!(stale.kv().next().unwrap().applied, Some(false));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn expect(mut self, version: u64) -> Self {
         self.expect = Some(version);
         self
@@ -138,29 +381,106 @@ impl KvOp {
 
     /// Makes the operation a gate: if its precondition loses, the whole transaction
     /// rolls back (answered as [`crate::Commit::Gated`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{Commit, Ttl};
+    /// let claim = |worker: &'static str| {
+    ///     client
+    ///         .transaction()
+    ///         .kv(move |k| k.put_if_absent("claims", "job-9", &worker).ttl(Ttl::minutes(5)).required())
+    ///         .push("jobs-started", move |p| p.payload(&worker))
+    /// };
+    /// assert!(claim("worker-a").commit().await?.is_committed());
+    /// match claim("worker-b").commit().await? {
+    ///     Commit::Gated { value, .. } => assert_eq!(value, Some(serde_json::json!("worker-a"))),
+    ///     Commit::Committed(_) => panic!("job-9 was claimed"),
+    /// }
+    /// assert_eq!(broker.inspect().messages("jobs-started", "Default")?.len(), 1);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn required(mut self) -> Self {
         self.required = true;
         self
     }
 
-    /// The row's lifetime.
+    /// The row's lifetime: a [`Ttl`], or a [`std::time::Duration`] (rounded up to whole
+    /// seconds).
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::Duration;
+    /// use queen_sdk::Ttl;
+    /// let body = client
+    ///     .transaction()
+    ///     .kv(|k| k.put("sessions", "s-1", &"alice").ttl(Duration::from_secs(900)))
+    ///     .kv(|k| k.put("carts", "c-1", &2).ttl(Ttl::days(1)))
+    ///     .to_body()?;
+    /// assert_eq!(body["kv"][0]["ttlSeconds"], 900);
+    /// assert_eq!(body["kv"][1]["ttlSeconds"], 86_400);
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn ttl(mut self, ttl: impl Into<Ttl>) -> Self {
         self.ttl = Some(ttl.into());
         self
     }
 
     /// The row never lapses.
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// let body = client.transaction().kv(|k| k.put("config", "limits", &10).forever()).to_body()?;
+    /// assert_eq!(body["kv"][0]["forever"], true);
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn forever(self) -> Self {
         self.ttl(Ttl::Forever)
     }
 
-    /// `incr`: the lowest allowed result.
+    /// `incr`: the lowest allowed result; a step below it does not apply
+    /// (`reason: "limit"`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let take = || client.transaction().kv(|k| k.incr("stock", "sku-1", -1).min(0).forever());
+    /// let c = take().commit().await?.committed().unwrap(); // 0 - 1 would be below 0
+    /// let r = c.kv().next().unwrap();
+    /// assert_eq!((r.applied, r.reason.as_deref()), (Some(false), Some("limit")));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn min(mut self, min: i64) -> Self {
         self.min = Some(min.into());
         self
     }
 
-    /// `incr`: the highest allowed result.
+    /// `incr`: the highest allowed result; a step above it does not apply
+    /// (`reason: "limit"`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let hit = || client.transaction().kv(|k| k.incr("quota", "user-1", 1).max(2).forever());
+    /// for _ in 0..2 {
+    ///     assert_eq!(hit().commit().await?.committed().unwrap().kv().next().unwrap().applied, Some(true));
+    /// }
+    /// let third = hit().commit().await?.committed().unwrap();
+    /// assert_eq!(third.kv().next().unwrap().reason.as_deref(), Some("limit"));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn max(mut self, max: i64) -> Self {
         self.max = Some(max.into());
         self
@@ -216,7 +536,21 @@ impl KvOp {
     }
 }
 
-/// What a timer operation does.
+/// What a timer operation does. Set it with [`Timer::schedule`], [`Timer::reschedule`]
+/// or [`Timer::cancel`].
+///
+/// ```
+/// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+/// use std::time::Duration;
+/// let body = client
+///     .transaction()
+///     .timer("reminders", |t| t.key("o-7").cancel())
+///     .timer("reminders", |t| t.key("o-8").reschedule().after(Duration::from_secs(60)))
+///     .to_body()?;
+/// assert_eq!(body["timers"][0]["op"], "cancel");
+/// assert_eq!(body["timers"][1]["op"], "reschedule");
+/// # Ok::<(), queen_sdk::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TimerAction {
     /// Set it, replacing a pending timer of the key.
@@ -228,7 +562,27 @@ pub enum TimerAction {
     Cancel,
 }
 
-/// One timer operation. Configure it in [`crate::TransactionBuilder::timer`].
+/// One timer operation. Configure it in [`crate::TransactionBuilder::timer`] or with the
+/// standalone [`crate::Timers`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use std::time::Duration;
+/// let c = client
+///     .transaction()
+///     .timer("reminders", |t| t.key("order-7").after(Duration::from_secs(3600)).payload(&"order-7"))
+///     .commit()
+///     .await?
+///     .committed()
+///     .unwrap();
+/// assert_eq!(c.timers().next().unwrap().timer_key, "order-7");
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct Timer {
@@ -242,62 +596,203 @@ pub struct Timer {
 }
 
 impl Timer {
-    /// The timer's key within its queue.
+    /// The timer's key within its queue (required; at most 1,024 bytes).
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::Duration;
+    /// let body = client.transaction().timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60))).to_body()?;
+    /// assert_eq!(body["timers"][0]["timerKey"], "o-7");
+    /// // Without a key, nothing is sent.
+    /// assert!(client.transaction().timer("reminders", |t| t.after(Duration::from_secs(60))).to_body().is_err());
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.key = key.into();
         self
     }
 
-    /// Fires `delay` from the commit.
+    /// Fires `delay` from the commit (sent in whole milliseconds).
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::Duration;
+    /// let body = client.transaction().timer("reminders", |t| t.key("o-7").after(Duration::from_secs(90))).to_body()?;
+    /// assert_eq!(body["timers"][0]["delayMs"], 90_000);
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn after(mut self, delay: Duration) -> Self {
         self.delay = Some(Ok(delay));
         self
     }
 
-    /// Fires at `at` (measured against this machine's clock now).
+    /// Fires at `at`: the delay from now by this machine's clock (a time in the past
+    /// fires at once).
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::{Duration, SystemTime};
+    /// let tomorrow = SystemTime::now() + Duration::from_secs(86_400);
+    /// let body = client.transaction().timer("reminders", |t| t.key("o-7").at(tomorrow)).to_body()?;
+    /// assert!(body["timers"][0]["delayMs"].as_u64().unwrap() > 86_000_000);
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn at(mut self, at: SystemTime) -> Self {
         self.delay = Some(Ok(at.duration_since(SystemTime::now()).unwrap_or_default()));
         self
     }
 
     /// The partition of the message it pushes.
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::Duration;
+    /// let body = client
+    ///     .transaction()
+    ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)).partition("customer-1"))
+    ///     .to_body()?;
+    /// assert_eq!(body["timers"][0]["partition"], "customer-1");
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn partition(mut self, p: impl Into<String>) -> Self {
         self.partition = Some(p.into());
         self
     }
 
     /// The pushed message's `transactionId`. Without one, a step that acks messages
-    /// gets one derived from them and the timer key.
+    /// gets one derived from them, the queue and the timer key; otherwise the broker
+    /// mints one.
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::Duration;
+    /// let body = client
+    ///     .transaction()
+    ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)).txn("reminder-o-7"))
+    ///     .to_body()?;
+    /// assert_eq!(body["timers"][0]["txn"], "reminder-o-7");
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn txn(mut self, txn: impl Into<String>) -> Self {
         self.txn = Some(txn.into());
         self
     }
 
-    /// A payload serialised as JSON (delivered as JSON).
+    /// A payload serialised as JSON (delivered as JSON). Without a payload, the timer's
+    /// is empty and its message's data is `""`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use std::time::Duration;
+    /// use queen_mock_broker::{ManualClock, MockBroker};
+    /// let clock = ManualClock::new();
+    /// let broker = MockBroker::builder().clock(clock.clone()).start().await?;
+    /// let client = queen_sdk::Client::new(broker.url())?;
+    /// let reminder = serde_json::json!({"orderId": "o-7"});
+    /// client
+    ///     .transaction()
+    ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)).payload(&reminder))
+    ///     .timer("reminders", |t| t.key("o-8").after(Duration::from_secs(60)))
+    ///     .commit()
+    ///     .await?
+    ///     .committed()
+    ///     .expect("no gate");
+    /// clock.advance(Duration::from_secs(61)); // the timer falls due
+    /// let fired = client.pop::<serde_json::Value>("reminders").wait(Duration::from_secs(5)).send().await?;
+    /// assert_eq!(fired[0].data, reminder);
+    /// assert_eq!(fired[1].data, ""); // o-8 had no payload
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn payload<T: Serialize + ?Sized>(mut self, payload: &T) -> Self {
         self.payload = Some(serde_json::to_vec(payload).map_err(|e| e.to_string()));
         self
     }
 
-    /// Raw payload bytes.
+    /// Raw payload bytes (sent base64-encoded; bytes that are not JSON are delivered as
+    /// their base64 text).
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::Duration;
+    /// let body = client
+    ///     .transaction()
+    ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)).payload_bytes(b"{}".to_vec()))
+    ///     .to_body()?;
+    /// assert_eq!(body["timers"][0]["payload"], "e30="); // base64 of "{}"
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
     pub fn payload_bytes(mut self, bytes: impl Into<Vec<u8>>) -> Self {
         self.payload = Some(Ok(bytes.into()));
         self
     }
 
-    /// Schedule it (the default).
+    /// Schedule it (the default), replacing a pending timer of the key.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// let set = |secs| client.transaction().timer("reminders", move |t| t.key("o-7").schedule().after(Duration::from_secs(secs)));
+    /// let first = set(60).commit().await?.committed().unwrap();
+    /// let again = set(120).commit().await?.committed().unwrap();
+    /// assert_eq!(first.timers().next().unwrap().status, "scheduled");
+    /// assert_eq!(again.timers().next().unwrap().status, "rescheduled");
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn schedule(mut self) -> Self {
         self.action = TimerAction::Schedule;
         self
     }
 
-    /// Reschedule it.
+    /// Reschedule it (scheduling it when absent).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// let c = client
+    ///     .transaction()
+    ///     .timer("reminders", |t| t.key("o-7").reschedule().after(Duration::from_secs(60)))
+    ///     .commit()
+    ///     .await?
+    ///     .committed()
+    ///     .unwrap();
+    /// assert!(c.timers().next().unwrap().ok);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn reschedule(mut self) -> Self {
         self.action = TimerAction::Reschedule;
         self
     }
 
-    /// Cancel it.
+    /// Cancel it (no delay or payload needed): `ok: false`, `status: "absent"` when no
+    /// timer of the key is pending.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// client.timers().schedule("reminders", "o-7", |t| t.after(Duration::from_secs(60))).await?;
+    /// let c = client.transaction().timer("reminders", |t| t.key("o-7").cancel()).commit().await?.committed().unwrap();
+    /// assert_eq!(c.timers().next().unwrap().status, "cancelled");
+    /// assert!(broker.inspect().timers("reminders")?.is_empty());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn cancel(mut self) -> Self {
         self.action = TimerAction::Cancel;
         self

@@ -3,6 +3,22 @@
 use serde_json::Value;
 
 /// A committed ack.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+/// # let msg = client.pop::<serde_json::Value>("orders").send().await?.remove(0);
+/// use queen_sdk::StepResult;
+/// let c = client.transaction().ack(&msg).commit().await?.committed().unwrap();
+/// let StepResult::Ack(ack) = &c.results[0] else { panic!("slot 0 is the ack") };
+/// assert_eq!((ack.index, ack.transaction_id.as_str(), ack.dlq), (0, msg.transaction_id.as_str(), false));
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct AckResult {
     /// Its slot.
@@ -14,6 +30,26 @@ pub struct AckResult {
 }
 
 /// A committed push.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// let c = client
+///     .transaction()
+///     .push("receipts", |p| p.transaction_id("receipt-7").payload(&"paid"))
+///     .commit()
+///     .await?
+///     .committed()
+///     .unwrap();
+/// let push = c.pushes().next().unwrap();
+/// assert_eq!((push.queue.as_str(), push.transaction_id.as_str()), ("receipts", "receipt-7"));
+/// assert!(!push.message_id.is_empty() && !push.duplicate);
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct PushResult {
     /// Its slot.
@@ -29,6 +65,28 @@ pub struct PushResult {
 }
 
 /// A KV operation's result.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::Ttl;
+/// let c = client
+///     .transaction()
+///     .push("receipts", |p| p.payload(&"paid"))
+///     .kv(|k| k.put("orders", "o-7", &"paid").ttl(Ttl::days(1)))
+///     .commit()
+///     .await?
+///     .committed()
+///     .unwrap();
+/// let kv = c.kv().next().unwrap();
+/// assert_eq!((kv.index, kv.op_index, kv.op.as_str()), (1, 0, "put")); // slot 1: after the push
+/// assert_eq!((kv.applied, kv.key.as_deref()), (Some(true), Some("o-7")));
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct KvResult {
     /// Its slot.
@@ -54,6 +112,29 @@ pub struct KvResult {
 }
 
 /// A timer operation's result.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use std::time::Duration;
+/// let c = client
+///     .transaction()
+///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)).txn("remind-o-7"))
+///     .commit()
+///     .await?
+///     .committed()
+///     .unwrap();
+/// let t = c.timers().next().unwrap();
+/// assert_eq!((t.status.as_str(), t.ok), ("scheduled", true));
+/// assert_eq!((t.queue.as_str(), t.timer_key.as_str()), ("reminders", "o-7"));
+/// assert_eq!(t.txn.as_deref(), Some("remind-o-7"));
+/// assert!(t.message_id.is_some() && t.deliver_at.is_some());
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimerResult {
     /// Its slot.
@@ -77,6 +158,21 @@ pub struct TimerResult {
 }
 
 /// A position's result.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// # client.push(vec![queen_sdk::PushItem::new("events", &1)]).await?;
+/// use queen_sdk::StepResult;
+/// let c = client.transaction().position("events", "audit", "Default", 1).commit().await?.committed().unwrap();
+/// let StepResult::Position(p) = &c.results[0] else { panic!("slot 0 is the position") };
+/// assert_eq!(p.raw["offset"], 1);
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct PositionResult {
     /// Its slot.
@@ -87,7 +183,38 @@ pub struct PositionResult {
     pub raw: Value,
 }
 
-/// One slot of a committed transaction's results.
+/// One slot of a committed transaction's results. Slots run through the acks and
+/// pushes in the order they were added, then the KV operations, the timers and the
+/// positions.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+/// # let msg = client.pop::<serde_json::Value>("orders").send().await?.remove(0);
+/// use queen_sdk::StepResult;
+/// let c = client
+///     .transaction()
+///     .ack(&msg)
+///     .kv(|k| k.incr("stats", "orders", 1).forever())
+///     .commit()
+///     .await?
+///     .committed()
+///     .unwrap();
+/// for r in &c.results {
+///     match r {
+///         StepResult::Ack(a) => println!("acked {}", a.transaction_id),
+///         StepResult::Kv(k) => println!("{} applied: {:?}", k.op, k.applied),
+///         other => println!("{other:?}"),
+///     }
+/// }
+/// assert!(matches!(c.results[..], [StepResult::Ack(_), StepResult::Kv(_)]));
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum StepResult {
@@ -164,18 +291,59 @@ impl StepResult {
 }
 
 /// A committed transaction.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// let c = client
+///     .transaction()
+///     .push("receipts", |p| p.payload(&"paid"))
+///     .commit()
+///     .await?
+///     .committed()
+///     .expect("no gate, no rollback");
+/// assert!(!c.transaction_id.is_empty());
+/// assert_eq!(c.results.len(), 1);
+/// assert!(!c.retried);
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Committed {
     /// The id the broker minted for this call (not a dedup key).
     pub transaction_id: String,
     /// One result per slot, in index order.
     pub results: Vec<StepResult>,
-    /// The commit came after a retry.
+    /// An earlier attempt failed in a way that may have applied it (a 5xx or a lost
+    /// connection, not a 429), and this answer came to a resend.
     pub retried: bool,
 }
 
 impl Committed {
     /// The push results, in order.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let c = client
+    ///     .transaction()
+    ///     .push("a", |p| p.payload(&1))
+    ///     .push("b", |p| p.payload(&2))
+    ///     .commit()
+    ///     .await?
+    ///     .committed()
+    ///     .unwrap();
+    /// let queues: Vec<&str> = c.pushes().map(|p| p.queue.as_str()).collect();
+    /// assert_eq!(queues, ["a", "b"]);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn pushes(&self) -> impl Iterator<Item = &PushResult> {
         self.results.iter().filter_map(|r| match r {
             StepResult::Push(p) => Some(p),
@@ -184,6 +352,26 @@ impl Committed {
     }
 
     /// The KV results, in order.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let c = client
+    ///     .transaction()
+    ///     .kv(|k| k.incr("stats", "a", 1).forever())
+    ///     .kv(|k| k.incr("stats", "b", 5).forever())
+    ///     .commit()
+    ///     .await?
+    ///     .committed()
+    ///     .unwrap();
+    /// let values: Vec<_> = c.kv().map(|k| k.value.clone()).collect();
+    /// assert_eq!(values, [Some(1.into()), Some(5.into())]);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn kv(&self) -> impl Iterator<Item = &KvResult> {
         self.results.iter().filter_map(|r| match r {
             StepResult::Kv(k) => Some(k),
@@ -192,6 +380,27 @@ impl Committed {
     }
 
     /// The timer results, in order.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// let c = client
+    ///     .transaction()
+    ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)))
+    ///     .timer("reminders", |t| t.key("o-8").cancel())
+    ///     .commit()
+    ///     .await?
+    ///     .committed()
+    ///     .unwrap();
+    /// let statuses: Vec<&str> = c.timers().map(|t| t.status.as_str()).collect();
+    /// assert_eq!(statuses, ["scheduled", "absent"]);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn timers(&self) -> impl Iterator<Item = &TimerResult> {
         self.results.iter().filter_map(|r| match r {
             StepResult::Timer(t) => Some(t),
@@ -201,6 +410,27 @@ impl Committed {
 }
 
 /// The outcome of [`crate::TransactionBuilder::commit`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::{Commit, Ttl};
+/// let step = || client.transaction().once("welcomed", "user-1", Ttl::days(365)).push("emails", |p| p.payload(&"welcome"));
+/// for _ in 0..2 {
+///     match step().commit().await? {
+///         Commit::Committed(c) => println!("sent, in {}", c.transaction_id),
+///         Commit::Gated { failed_index, kv_reason, .. } => {
+///             assert_eq!((failed_index, kv_reason.as_str()), (1, "exists")); // slot 1: the gate
+///         }
+///     }
+/// }
+/// assert_eq!(broker.inspect().messages("emails", "Default")?.len(), 1);
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[must_use]
 pub enum Commit {
@@ -227,11 +457,37 @@ pub enum Commit {
 
 impl Commit {
     /// Whether everything applied.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let outcome = client.transaction().push("receipts", |p| p.payload(&"paid")).commit().await?;
+    /// assert!(outcome.is_committed());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_committed(&self) -> bool {
         matches!(self, Commit::Committed(_))
     }
 
-    /// The committed results, if it committed.
+    /// The committed results, if it committed; `None` when it was gated.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::Ttl;
+    /// let step = || client.transaction().once("done", "job-9", Ttl::hours(1));
+    /// assert!(step().commit().await?.committed().is_some());
+    /// assert!(step().commit().await?.committed().is_none()); // gated
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn committed(self) -> Option<Committed> {
         match self {
             Commit::Committed(c) => Some(c),
