@@ -27,75 +27,25 @@
 //!
 //! Run with `cargo bench -p queen-mock-broker --bench transaction`.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{Bed, CALLERS, PARTITIONS, PREFILL_CHUNK, config, next_id, runtime};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use queen_mock_broker::clock::SystemClock;
 use queen_mock_broker::engine::consumers::StartAt;
 use queen_mock_broker::engine::pop::{PopRequest, Target};
 use queen_mock_broker::engine::push::NewMessage;
 use queen_mock_broker::engine::{DEFAULT_TENANT, txn};
-use queen_mock_broker::writer::WriterThread;
-use queen_mock_broker::{Engine, StatsSnapshot, store};
+use queen_mock_broker::{Engine, StatsSnapshot};
 use serde_json::json;
 use serde_json::value::RawValue;
-use tempfile::TempDir;
-use tokio::runtime::Runtime;
-
-/// The concurrency levels measured.
-const CALLERS: [usize; 2] = [1, 64];
-
-/// Partitions the input queue is spread over.
-const PARTITIONS: usize = 64;
-
-/// Messages per push command while pre-filling (one commit each, untimed).
-const PREFILL_CHUNK: usize = 2048;
 
 /// The consumer group of the seed example.
 const GROUP: &str = "billing";
 
 /// The reminder timer's payload of the seed example (base64 of `{"orderId":"order-7"}`).
 const REMINDER_PAYLOAD: &str = "eyJvcmRlcklkIjoib3JkZXItNyJ9";
-
-/// Source of unique ids (queue names, order numbers) across the whole run.
-static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-
-fn next_id() -> u64 {
-    NEXT_ID.fetch_add(1, Ordering::Relaxed)
-}
-
-/// An engine over a fresh database file in a temporary directory.
-struct Bed {
-    engine: Engine,
-    writer: WriterThread,
-    _dir: TempDir,
-}
-
-impl Bed {
-    fn new() -> Bed {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let db = store::open(Some(&dir.path().join("bench.redb"))).expect("open the database");
-        let (engine, writer) = Engine::start(db, Arc::new(SystemClock));
-        Bed {
-            engine,
-            writer,
-            _dir: dir,
-        }
-    }
-
-    /// Drops the engine and waits for the writer to finish its last batch.
-    fn close(self) {
-        let Bed {
-            engine,
-            writer,
-            _dir,
-        } = self;
-        drop(engine);
-        writer.join();
-    }
-}
 
 /// Group-commit counters summed over the timed sections of one configuration.
 #[derive(Default)]
@@ -143,20 +93,6 @@ impl Tally {
             secs,
         );
     }
-}
-
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
-
-fn config() -> Criterion {
-    Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
 }
 
 /// One input event: an order that was paid.
