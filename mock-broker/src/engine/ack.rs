@@ -5,7 +5,7 @@ use super::consumers::{self, StartAt};
 use super::queues::{Settings, get_queue, partition_key};
 use crate::store::keys::Key;
 use crate::store::records::{
-    AckMark, DlqRecord, MessageRecord, PartitionRecord, PartitionRef, TxnRef,
+    AckMark, ConsumerRecord, DlqRecord, MessageRecord, PartitionRecord, PartitionRef, TxnRef,
 };
 use crate::store::{StoreError, T, Tx};
 
@@ -85,14 +85,17 @@ pub fn ack(tx: &mut Tx, tenant: &str, a: &Ack) -> Result<AckOutcome, StoreError>
     else {
         return Ok(AckOutcome::rejected("unknown partitionId"));
     };
-    let ckey = consumers::key(tenant, pid, &a.group);
-    let known_group = tx.get_raw(T::Consumers, &ckey)?.is_some();
-    if !known_group && a.group != QUEUE_MODE {
-        return Ok(AckOutcome::rejected(
-            "the consumer group has not consumed this partition",
-        ));
-    }
-    let mut c = consumers::load(tx, tenant, &pref.queue, &part, &a.group, StartAt::All)?;
+    let stored = tx.get::<ConsumerRecord>(T::Consumers, &consumers::key(tenant, pid, &a.group))?;
+    let mut c = match stored {
+        Some(c) => c,
+        // A named group's first read fixes where it starts; an ack cannot be that read.
+        None if a.group != QUEUE_MODE => {
+            return Ok(AckOutcome::rejected(
+                "the consumer group has not consumed this partition",
+            ));
+        }
+        None => consumers::load(tx, tenant, &pref.queue, &part, &a.group, StartAt::All)?.0,
+    };
     let now = tx.now;
 
     if let Some(lease) = &a.lease_id {

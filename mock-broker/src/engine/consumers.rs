@@ -53,7 +53,8 @@ pub fn subscription(
     Ok(rec)
 }
 
-/// The group's row on a partition, created at the subscription's start when missing.
+/// The group's row on a partition, and whether it was stored; a missing row starts at
+/// the subscription's start (and is not stored until saved).
 pub fn load(
     tx: &mut Tx,
     tenant: &str,
@@ -61,16 +62,17 @@ pub fn load(
     part: &PartitionRecord,
     group: &str,
     start: StartAt,
-) -> Result<ConsumerRecord, StoreError> {
+) -> Result<(ConsumerRecord, bool), StoreError> {
     if let Some(c) = tx.get::<ConsumerRecord>(T::Consumers, &key(tenant, part.id, group))? {
-        return Ok(c);
+        return Ok((c, true));
     }
     let sub = subscription(tx, tenant, queue, group, start)?;
-    Ok(ConsumerRecord {
+    let fresh = ConsumerRecord {
         cursor: first_offset_at(tx, tenant, part, sub.from)?,
         lease: None,
         pending: Default::default(),
-    })
+    };
+    Ok((fresh, false))
 }
 
 /// Stores the group's row.

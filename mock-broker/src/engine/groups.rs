@@ -63,7 +63,7 @@ pub fn set_position(
     group: &str,
     offset: u64,
 ) -> Result<(), StoreError> {
-    let mut c = consumers::load(tx, tenant, queue, &p.rec, group, StartAt::All)?;
+    let (mut c, _) = consumers::load(tx, tenant, queue, &p.rec, group, StartAt::All)?;
     consumers::release_lease(tx, tenant, p.rec.id, &mut c)?;
     c.cursor = offset.min(p.rec.next_offset);
     c.pending.clear();

@@ -73,6 +73,8 @@ pub struct PopOutcome {
     pub messages: Vec<Delivered>,
     /// How many partitions were claimed.
     pub partitions_claimed: usize,
+    /// When the lease lapses (every claim shares the first claim's length).
+    pub lease_expires_at: crate::clock::Micros,
 }
 
 /// Rotates the starting partition of wildcard pops, so no partition starves.
@@ -115,7 +117,6 @@ pub fn pop(tx: &mut Tx, tenant: &str, req: &PopRequest) -> Result<PopOutcome, En
         // One lease record names every claimed partition, for extension and release.
         let mut claims: Vec<u64> = out.messages.iter().map(|m| m.partition_id).collect();
         claims.dedup();
-        let settings = lease_seconds(tx, tenant, &first.queue, req)?;
         tx.put(
             T::Leases,
             Key::tenant(tenant).str(&out.lease_id).into_bytes(),
@@ -123,20 +124,11 @@ pub fn pop(tx: &mut Tx, tenant: &str, req: &PopRequest) -> Result<PopOutcome, En
                 group: req.group.clone(),
                 queue: first.queue.clone(),
                 claims,
-                expires_at: tx.now + settings * 1_000_000,
+                expires_at: out.lease_expires_at,
             },
         );
     }
     Ok(out)
-}
-
-fn lease_seconds(tx: &Tx, tenant: &str, queue: &str, req: &PopRequest) -> Result<i64, StoreError> {
-    if let Some(s) = req.lease_seconds {
-        return Ok(s);
-    }
-    let q = get_queue(tx, tenant, queue)?;
-    Ok(q.map(|q| Settings::of(&q.options).lease_time)
-        .unwrap_or(300))
 }
 
 fn matching_queues(
@@ -209,17 +201,14 @@ fn claim(
         return Ok(());
     }
     let pid = part.rec.id;
-    let mut c = consumers::load(tx, tenant, queue, &part.rec, &req.group, req.start)?;
+    let (mut c, stored) = consumers::load(tx, tenant, queue, &part.rec, &req.group, req.start)?;
     if consumers::live_lease(&c, tx.now).is_some() {
         return Ok(());
     }
     let offsets = deliverable(tx, tenant, pid, &c, room)?;
     if offsets.is_empty() {
         // Record a first-time cursor so a `new` subscription keeps its starting point.
-        if tx
-            .get_raw(T::Consumers, &consumers::key(tenant, pid, &req.group))?
-            .is_none()
-        {
+        if !stored {
             consumers::save(tx, tenant, pid, &req.group, &c);
         }
         return Ok(());
@@ -255,9 +244,10 @@ fn claim(
     if req.auto_ack {
         consumers::advance(&mut c);
     } else {
+        out.lease_expires_at = tx.now + lease_secs * 1_000_000;
         c.lease = Some(LeaseState {
             id: out.lease_id.clone(),
-            expires_at: tx.now + lease_secs * 1_000_000,
+            expires_at: out.lease_expires_at,
             first,
         });
     }
