@@ -88,6 +88,7 @@ pub struct MockBrokerBuilder {
     listen: SocketAddr,
     clock: Arc<dyn Clock>,
     auth: Option<Auth>,
+    storage_cap: Option<u64>,
 }
 
 impl Default for MockBrokerBuilder {
@@ -97,6 +98,7 @@ impl Default for MockBrokerBuilder {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             clock: Arc::new(SystemClock),
             auth: None,
+            storage_cap: None,
         }
     }
 }
@@ -205,6 +207,32 @@ impl MockBrokerBuilder {
         self
     }
 
+    /// Caps the data the broker keeps at `bytes` of stored keys and values (see
+    /// [`StatsSnapshot::live_bytes`]; the file itself is larger by redb's page
+    /// overhead). At the cap, calls that add data (pushes, transactions that push,
+    /// KV writes, timers) answer 507 `storage_full`, while reads, pops, acks and
+    /// deletes go on, so consumers can drain the broker back under its cap.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::builder().storage_cap(1).start().await?;
+    /// let http = reqwest::Client::new();
+    /// let push = serde_json::json!({"items": [{"queue": "q", "payload": 1}]});
+    /// let url = format!("{}/api/v1/push", broker.url());
+    /// // The first push goes through (the cap is checked before a write) ...
+    /// assert_eq!(http.post(&url).json(&push).send().await?.status(), 201);
+    /// // ... and fills the broker past its cap of one byte.
+    /// let full = http.post(&url).json(&push).send().await?;
+    /// assert_eq!(full.status(), 507);
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn storage_cap(mut self, bytes: u64) -> Self {
+        self.storage_cap = Some(bytes);
+        self
+    }
+
     /// Opens storage, binds, and starts serving (the timer scheduler included).
     ///
     /// ```
@@ -237,7 +265,7 @@ impl MockBrokerBuilder {
             source,
         })?;
         let clock = self.clock.clone();
-        let (engine, writer) = Engine::start(db, self.clock);
+        let (engine, writer) = Engine::start_capped(db, self.clock, self.storage_cap);
         engine.spawn_scheduler();
         let harness = Harness::default();
         let app = crate::http::router(engine.clone(), self.auth.clone()).layer(

@@ -36,6 +36,10 @@ pub enum EngineError {
         /// A finer reason, sent beside `code` (KV refusals).
         reason: Option<&'static str>,
     },
+    /// The storage cap is reached and the command would add data (HTTP 507
+    /// `storage_full`). Reads, acks and deletes still work.
+    #[error("{0}")]
+    StorageFull(String),
     /// Storage failed; nothing of the batch was committed (HTTP 500 `internal`).
     #[error("storage failure: {0}")]
     Storage(String),
@@ -50,6 +54,9 @@ impl EngineError {
 
 impl From<StoreError> for EngineError {
     fn from(e: StoreError) -> Self {
-        EngineError::Storage(e.to_string())
+        match e {
+            StoreError::Full { .. } => EngineError::StorageFull(e.to_string()),
+            e => EngineError::Storage(e.to_string()),
+        }
     }
 }

@@ -38,6 +38,12 @@ struct Args {
     #[arg(long, env = "QUEEN_JWT_SECRET", hide_env_values = true)]
     jwt_secret: Option<String>,
 
+    /// Cap on stored data, in bytes of keys and values (suffixes K, M, G and KiB,
+    /// MiB, GiB accepted). At the cap, pushes, KV writes and timers answer 507
+    /// `storage_full`; reads, pops, acks and deletes go on. No cap by default.
+    #[arg(long, env = "QUEEN_STORAGE_CAP", value_parser = parse_size)]
+    storage_cap: Option<u64>,
+
     /// Log filter, such as `info` or `queen_mock_broker=debug` (RUST_LOG also works).
     #[arg(long, env = "QUEEN_LOG", default_value = "info")]
     log: String,
@@ -55,6 +61,10 @@ async fn main() -> anyhow::Result<()> {
     } else {
         tracing::info!(data = %args.data.display(), "durable mode");
         builder = builder.data_file(&args.data);
+    }
+    if let Some(cap) = args.storage_cap {
+        tracing::info!(cap_bytes = cap, "storage cap on");
+        builder = builder.storage_cap(cap);
     }
     if args.token_file.is_some() || args.jwt_secret.is_some() {
         let mut auth = match &args.token_file {
@@ -77,6 +87,32 @@ async fn main() -> anyhow::Result<()> {
     broker.shutdown().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Parses a byte count such as `500000`, `64M` or `2GiB`.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size: expected a number of bytes like 512M"))?;
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "K" | "KB" => 1_000,
+        "M" | "MB" => 1_000_000,
+        "G" | "GB" => 1_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}` (use K, M, G, KiB, MiB or GiB)"
+            ));
+        }
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("`{s}` is too large"))
 }
 
 async fn shutdown_signal() {

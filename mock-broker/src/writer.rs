@@ -77,6 +77,7 @@ pub struct WriterStats {
     commits: AtomicU64,
     commands: AtomicU64,
     read_only_batches: AtomicU64,
+    live_bytes: AtomicU64,
 }
 
 /// A snapshot of [`WriterStats`].
@@ -88,6 +89,9 @@ pub struct StatsSnapshot {
     pub commands: u64,
     /// Batches that wrote nothing and so needed no commit.
     pub read_only_batches: u64,
+    /// Bytes of keys and values stored as of the last commit: what the storage cap
+    /// ([`crate::MockBrokerBuilder::storage_cap`]) is measured against.
+    pub live_bytes: u64,
 }
 
 impl StatsSnapshot {
@@ -109,6 +113,7 @@ impl WriterStats {
             commits: self.commits.load(Ordering::Relaxed),
             commands: self.commands.load(Ordering::Relaxed),
             read_only_batches: self.read_only_batches.load(Ordering::Relaxed),
+            live_bytes: self.live_bytes.load(Ordering::Relaxed),
         }
     }
 }
@@ -133,18 +138,20 @@ impl WriterThread {
 }
 
 impl Writer {
-    /// Starts the writer thread over `db`.
+    /// Starts the writer thread over `db`; past `cap` live bytes, commands that add
+    /// data are refused (see [`Tx::ensure_room`]).
     pub fn start(
         db: Arc<Database>,
         clock: Arc<dyn Clock>,
         wakers: Arc<Wakers>,
+        cap: Option<u64>,
     ) -> (Writer, WriterThread) {
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>(QUEUE_CAPACITY);
         let stats = Arc::new(WriterStats::default());
         let thread_stats = stats.clone();
         let handle = thread::Builder::new()
             .name("queen-writer".into())
-            .spawn(move || run(db, clock, wakers, rx, thread_stats))
+            .spawn(move || run(db, clock, wakers, rx, thread_stats, cap))
             .expect("spawn the writer thread");
         (Writer { tx, stats }, WriterThread(Some(handle)))
     }
@@ -184,7 +191,13 @@ fn run(
     wakers: Arc<Wakers>,
     mut rx: mpsc::Receiver<Box<dyn Job>>,
     stats: Arc<WriterStats>,
+    cap: Option<u64>,
 ) {
+    let mut live = crate::store::live_bytes(&db).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "cannot count stored bytes; the storage cap counts from 0");
+        0
+    });
+    stats.live_bytes.store(live, Ordering::Relaxed);
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
@@ -196,9 +209,12 @@ fn run(
         }
         let n = batch.len() as u64;
         let mut woken = Vec::new();
-        let outcome = apply_batch(&db, clock.as_ref(), &mut batch, &mut woken);
+        let outcome = apply_batch(&db, clock.as_ref(), &mut batch, &mut woken, &mut live, cap);
         match &outcome {
-            Ok(true) => stats.commits.fetch_add(1, Ordering::Relaxed),
+            Ok(true) => {
+                stats.live_bytes.store(live, Ordering::Relaxed);
+                stats.commits.fetch_add(1, Ordering::Relaxed)
+            }
             Ok(false) => stats.read_only_batches.fetch_add(1, Ordering::Relaxed),
             Err(e) => {
                 tracing::error!(error = %e, commands = n, "group commit failed; batch abandoned");
@@ -219,27 +235,36 @@ fn run(
     tracing::debug!("writer stopped");
 }
 
-/// Applies every job in one write transaction. `Ok(true)`: committed durably;
-/// `Ok(false)`: nothing was written, so no commit was needed.
+/// Applies every job in one write transaction. `Ok(true)`: committed durably, and
+/// `live` updated to the bytes now stored; `Ok(false)`: nothing was written, so no
+/// commit was needed.
 fn apply_batch(
     db: &Database,
     clock: &dyn Clock,
     batch: &mut [Box<dyn Job>],
     woken: &mut Vec<(String, String)>,
+    live: &mut u64,
+    cap: Option<u64>,
 ) -> Result<bool, StoreError> {
     let txn = db.begin_write()?;
     let mut dirty = false;
+    let live_after;
     {
-        let mut tables = Tables::open(&txn)?;
+        let mut tables = Tables::open(&txn, *live, cap)?;
         for job in batch.iter_mut() {
             let mut tx = Tx::new(&mut tables, clock.now_micros());
             job.apply(&mut tx)?;
             dirty |= tx.flushed_any();
             woken.append(&mut tx.woken);
         }
+        live_after = tables.live_bytes();
+        if dirty && live_after != *live {
+            tables.store_live_bytes()?;
+        }
     }
     if dirty {
         txn.commit()?;
+        *live = live_after;
     } else {
         txn.abort()?;
     }

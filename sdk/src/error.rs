@@ -230,19 +230,20 @@ impl Error {
     }
 
     /// Whether the call certainly did not apply, so sending it again is always safe:
-    /// a 429, or a connection that could not be made.
+    /// a 429, a 507 (storage full), or a connection that could not be made.
     pub(crate) fn surely_not_applied(&self) -> bool {
         match self {
-            Error::Api { status, .. } => *status == 429,
+            Error::Api { status, .. } => *status == 429 || *status == 507,
             Error::Transport(e) => e.is_connect(),
             _ => false,
         }
     }
 
-    /// Whether a retry may help: 5xx, 429, and transport failures.
+    /// Whether a retry may help: 5xx, 429, and transport failures. Not a 507: a full
+    /// broker stays full until someone frees space, so it is the caller's to handle.
     pub(crate) fn retryable(&self) -> bool {
         match self {
-            Error::Api { status, .. } => *status == 429 || *status >= 500,
+            Error::Api { status, .. } => *status == 429 || (*status >= 500 && *status != 507),
             // A connection that failed, timed out or broke mid-answer: the call may or
             // may not have applied; whether it may be resent is the caller's rule.
             Error::Transport(e) => !e.is_builder(),

@@ -197,6 +197,20 @@ async fn a_400_is_never_retried() {
 }
 
 #[tokio::test]
+async fn a_507_storage_full_is_not_retried() {
+    // A full broker stays full until space is freed: retrying only burns the deadline.
+    let (server, arrivals) = broker(vec![engine_error(507, "storage_full"), commit_answer()]).await;
+    let msg = order_paid();
+    let err = fenced_step(client(&server, fast()).transaction(), &msg)
+        .commit()
+        .await
+        .expect_err("refused");
+    assert_eq!(err.status(), Some(507));
+    assert_eq!(err.code(), Some("storage_full"));
+    assert_eq!(count(&arrivals), 1, "exactly one request");
+}
+
+#[tokio::test]
 async fn other_4xx_answers_are_never_retried() {
     for (status, code) in [
         (401, "unauthorized"),

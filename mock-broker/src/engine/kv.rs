@@ -81,6 +81,11 @@ impl KvKind {
         }
     }
 
+    /// Whether the op may store more than is there (a delete only frees space).
+    pub fn adds_data(self) -> bool {
+        matches!(self, Self::Put | Self::PutIfAbsent | Self::Incr)
+    }
+
     /// Whether the op writes its key.
     pub fn writes(self) -> bool {
         matches!(

@@ -83,9 +83,20 @@ impl Engine {
     /// Starts the writer over `db`. The returned thread handle finishes the last batch
     /// when every `Engine` clone has been dropped.
     pub fn start(db: Database, clock: Arc<dyn Clock>) -> (Engine, WriterThread) {
+        Self::start_capped(db, clock, None)
+    }
+
+    /// [`Engine::start`] with a storage cap: once `cap` bytes of keys and values are
+    /// stored, pushes, KV writes and timers are refused with
+    /// [`EngineError::StorageFull`] while reads, pops, acks and deletes go on.
+    pub fn start_capped(
+        db: Database,
+        clock: Arc<dyn Clock>,
+        cap: Option<u64>,
+    ) -> (Engine, WriterThread) {
         let db = Arc::new(db);
         let wakers = Arc::new(Wakers::default());
-        let (writer, thread) = Writer::start(db.clone(), clock.clone(), wakers.clone());
+        let (writer, thread) = Writer::start(db.clone(), clock.clone(), wakers.clone(), cap);
         (
             Engine {
                 db,
@@ -154,7 +165,10 @@ impl Engine {
     ) -> Result<Vec<(String, push::Appended)>, EngineError> {
         let tenant = tenant.to_string();
         self.writer
-            .submit(move |tx| push::push(tx, &tenant, items))
+            .submit(move |tx| {
+                tx.ensure_room()?;
+                push::push(tx, &tenant, items)
+            })
             .await
     }
 
@@ -306,6 +320,9 @@ impl Engine {
                     if let Some(answer) = requests::recorded(tx, &rid)? {
                         return Ok(answer);
                     }
+                    if t.adds_data() {
+                        tx.ensure_room()?;
+                    }
                     let answer = txn::run(tx, &tenant, &t, &tid)?;
                     requests::record(tx, &rid, &answer);
                     Ok(answer)
@@ -329,7 +346,12 @@ impl Engine {
     ) -> Result<serde_json::Value, EngineError> {
         let tenant = tenant.to_string();
         self.writer
-            .submit(move |tx| Ok(kv::run_standalone(tx, &tenant, &ops)?))
+            .submit(move |tx| {
+                if ops.iter().any(|op| op.kind.adds_data()) {
+                    tx.ensure_room()?;
+                }
+                Ok(kv::run_standalone(tx, &tenant, &ops)?)
+            })
             .await
     }
 
@@ -339,7 +361,8 @@ impl Engine {
         tenant: &str,
         ops: Vec<timers::TimerOp>,
     ) -> Result<Vec<serde_json::Value>, EngineError> {
-        self.each(tenant, ops, timers::apply).await
+        let adds = ops.iter().any(|op| op.kind.adds_data());
+        self.each(tenant, ops, adds, timers::apply).await
     }
 
     /// Reads pending timers: one by key (`key`), or a page of a queue's.
@@ -368,19 +391,25 @@ impl Engine {
         tenant: &str,
         ops: Vec<locks::LockOp>,
     ) -> Result<Vec<serde_json::Value>, EngineError> {
-        self.each(tenant, ops, locks::apply).await
+        // Locks are small and short-lived, and a worker may need one to drain: no cap.
+        self.each(tenant, ops, false, locks::apply).await
     }
 
     /// Applies every op in one command and answers one result per op with its `index`.
+    /// `adds_data`: the ops store new data, so the storage cap applies.
     async fn each<O: Send + Sync + 'static>(
         &self,
         tenant: &str,
         ops: Vec<O>,
+        adds_data: bool,
         apply: ApplyOp<O>,
     ) -> Result<Vec<serde_json::Value>, EngineError> {
         let tenant = tenant.to_string();
         self.writer
             .submit(move |tx| {
+                if adds_data {
+                    tx.ensure_room()?;
+                }
                 let mut out = Vec::with_capacity(ops.len());
                 for (i, op) in ops.iter().enumerate() {
                     let mut r = apply(tx, &tenant, op)?;

@@ -60,6 +60,13 @@ pub enum TimerKind {
     Cancel,
 }
 
+impl TimerKind {
+    /// Whether the op stores a timer (a cancel only frees space).
+    pub fn adds_data(self) -> bool {
+        !matches!(self, Self::Cancel)
+    }
+}
+
 /// One parsed timer operation.
 #[derive(Debug, Clone)]
 pub struct TimerOp {

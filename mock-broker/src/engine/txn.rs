@@ -64,6 +64,14 @@ pub struct Transaction {
 }
 
 impl Transaction {
+    /// Whether applying it may store new data (pushes, KV writes, timers), so the
+    /// storage cap applies; acks and positions alone always go through.
+    pub fn adds_data(&self) -> bool {
+        self.ops.iter().any(|op| matches!(op, TxnOp::Push(_)))
+            || self.kv.iter().any(|op| op.kind.adds_data())
+            || self.timers.iter().any(|op| op.kind.adds_data())
+    }
+
     /// Stamps the caller's subject on every pushed message (`producerSub` comes from the
     /// token, never from the request).
     pub fn stamp_producer(&mut self, sub: Option<&str>) {

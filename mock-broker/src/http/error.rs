@@ -71,6 +71,9 @@ impl From<EngineError> for ApiError {
                     message,
                 )
             },
+            EngineError::StorageFull(_) => {
+                ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "storage_full", message)
+            }
             EngineError::Storage(_) => {
                 tracing::error!(error = %message, "storage failure");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)

@@ -27,6 +27,16 @@ pub enum StoreError {
     /// A stored record could not be decoded.
     #[error("corrupt record: {0}")]
     Corrupt(String),
+    /// The storage cap is reached: a command that adds data is refused (HTTP 507).
+    #[error(
+        "storage is full: {live_bytes} bytes stored, the cap is {cap}; delete or ack to free space"
+    )]
+    Full {
+        /// Bytes of keys and values stored.
+        live_bytes: u64,
+        /// The configured cap.
+        cap: u64,
+    },
 }
 
 macro_rules! from_redb {
@@ -121,6 +131,30 @@ pub fn open(path: Option<&Path>) -> Result<Database, StoreError> {
     }
     txn.commit()?;
     Ok(db)
+}
+
+/// The `meta` row holding the live byte count (see [`Tables::live_bytes`]).
+pub(crate) const LIVE_BYTES_KEY: &[u8] = b"live_bytes";
+
+/// Bytes of keys and values stored: the recorded count, or, for a database written
+/// before counts were kept, the sum over every table (once; the next commit records it).
+pub fn live_bytes(db: &Database) -> Result<u64, StoreError> {
+    let txn = db.begin_read()?;
+    let meta = txn.open_table(TABLES[T::Meta as usize])?;
+    if let Some(v) = meta.get(LIVE_BYTES_KEY)? {
+        return records::decode(v.value());
+    }
+    let mut total = 0u64;
+    for def in TABLES {
+        let table = txn.open_table(def)?;
+        for row in table.iter()? {
+            let (k, v) = row?;
+            if k.value() != LIVE_BYTES_KEY {
+                total += (k.value().len() + v.value().len()) as u64;
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// Visits the rows of `table` whose key starts with `prefix`, from `start` (which must

@@ -15,24 +15,49 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::records::{decode, encode};
-use super::{StoreError, T, TABLE_COUNT, TABLES};
+use super::{LIVE_BYTES_KEY, StoreError, T, TABLE_COUNT, TABLES};
 use crate::clock::Micros;
 
 type RawTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
 
-/// Every table, opened once for one group commit.
+/// Every table, opened once for one group commit, and the storage budget it is held to.
 pub struct Tables<'t> {
     tables: Vec<RawTable<'t>>,
+    /// Bytes of keys and values stored, kept exact as rows are flushed.
+    live_bytes: u64,
+    /// Past this many live bytes, commands that add data are refused.
+    cap: Option<u64>,
 }
 
 impl<'t> Tables<'t> {
-    /// Opens every table in `txn`.
-    pub fn open(txn: &'t WriteTransaction) -> Result<Self, StoreError> {
+    /// Opens every table in `txn`; `live_bytes` is what the database held before it.
+    pub fn open(
+        txn: &'t WriteTransaction,
+        live_bytes: u64,
+        cap: Option<u64>,
+    ) -> Result<Self, StoreError> {
         let mut tables = Vec::with_capacity(TABLE_COUNT);
         for def in TABLES {
             tables.push(txn.open_table(def)?);
         }
-        Ok(Self { tables })
+        Ok(Self {
+            tables,
+            live_bytes,
+            cap,
+        })
+    }
+
+    /// Bytes of keys and values stored, counting every command flushed so far.
+    pub fn live_bytes(&self) -> u64 {
+        self.live_bytes
+    }
+
+    /// Records the live byte count in the batch itself, so it is as durable as the
+    /// rows it counts and a restart need not scan the database. Not counted itself.
+    pub(crate) fn store_live_bytes(&mut self) -> Result<(), StoreError> {
+        self.tables[T::Meta as usize]
+            .insert(LIVE_BYTES_KEY, encode(&self.live_bytes).as_slice())?;
+        Ok(())
     }
 }
 
@@ -149,6 +174,20 @@ impl<'a, 't> Tx<'a, 't> {
         Ok(n)
     }
 
+    /// Refuses a command that would add data once the storage cap is reached, so the
+    /// broker keeps serving reads, acks and deletes (which free space) instead of
+    /// filling the disk. The check is made before the command writes: a batch can
+    /// overshoot the cap by what its commands add, never more.
+    pub fn ensure_room(&self) -> Result<(), StoreError> {
+        match self.tables.cap {
+            Some(cap) if self.tables.live_bytes >= cap => Err(StoreError::Full {
+                live_bytes: self.tables.live_bytes,
+                cap,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether this command staged any write.
     pub fn is_dirty(&self) -> bool {
         self.overlay.iter().any(|m| !m.is_empty())
@@ -168,21 +207,28 @@ impl<'a, 't> Tx<'a, 't> {
     }
 
     /// Writes the staged rows into the batch's tables.
+    ///
+    /// Keeps the live byte count exact from what redb hands back: the row each insert
+    /// replaced and each remove took out.
     pub(crate) fn flush(&mut self) -> Result<(), StoreError> {
+        let (mut added, mut freed) = (0u64, 0u64);
         for (i, m) in self.overlay.iter_mut().enumerate() {
             self.flushed |= !m.is_empty();
             let table = &mut self.tables.tables[i];
             for (k, v) in std::mem::take(m) {
-                match v {
+                let old = match v {
                     Some(v) => {
-                        table.insert(k.as_slice(), v.as_slice())?;
+                        added += (k.len() + v.len()) as u64;
+                        table.insert(k.as_slice(), v.as_slice())?
                     }
-                    None => {
-                        table.remove(k.as_slice())?;
-                    }
+                    None => table.remove(k.as_slice())?,
+                };
+                if let Some(old) = old {
+                    freed += (k.len() + old.value().len()) as u64;
                 }
             }
         }
+        self.tables.live_bytes = (self.tables.live_bytes + added).saturating_sub(freed);
         Ok(())
     }
 }
