@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -12,6 +13,7 @@ use crate::auth::Auth;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::engine::Engine;
 use crate::harness::{Faults, Harness, Inspector, RequestLog};
+use crate::http::serve::ServeOptions;
 use crate::store;
 use crate::writer::{StatsSnapshot, WriterThread};
 
@@ -89,6 +91,8 @@ pub struct MockBrokerBuilder {
     clock: Arc<dyn Clock>,
     auth: Option<Auth>,
     storage_cap: Option<u64>,
+    serve: ServeOptions,
+    drain: Duration,
 }
 
 impl Default for MockBrokerBuilder {
@@ -99,6 +103,8 @@ impl Default for MockBrokerBuilder {
             clock: Arc::new(SystemClock),
             auth: None,
             storage_cap: None,
+            serve: ServeOptions::default(),
+            drain: Duration::ZERO,
         }
     }
 }
@@ -233,6 +239,64 @@ impl MockBrokerBuilder {
         self
     }
 
+    /// Serves at most `n` connections at once (default 4,096). Past that, new
+    /// connections wait in the kernel's backlog until one closes, so a flood of sockets
+    /// costs the broker no more than `n` tasks and descriptors.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::builder().max_connections(256).start().await?;
+    /// # broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.serve.max_connections = n;
+        self
+    }
+
+    /// Closes a connection whose client takes longer than `d` to send a request's
+    /// head, or to start the next request on a kept-alive connection (default 60 s).
+    /// Handlers are not bounded by it: a long-poll may wait its whole timeout.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use std::time::Duration;
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::builder()
+    ///     .header_read_timeout(Duration::from_secs(10))
+    ///     .start()
+    ///     .await?;
+    /// # broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn header_read_timeout(mut self, d: Duration) -> Self {
+        self.serve.header_read_timeout = d;
+        self
+    }
+
+    /// On shutdown, keeps the port open for `d`, answering every new request 503
+    /// `retry` with `Retry-After` (and `/health` too, so a load balancer takes the
+    /// broker out), before it stops accepting and drains what is in flight. Default:
+    /// no wait.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use std::time::Duration;
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::builder().drain_period(Duration::from_millis(300)).start().await?;
+    /// let health = format!("{}/health", broker.url());
+    /// let stopping = tokio::spawn(broker.shutdown());
+    /// tokio::time::sleep(Duration::from_millis(100)).await;
+    /// assert_eq!(reqwest::get(&health).await?.status(), 503);
+    /// stopping.await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn drain_period(mut self, d: Duration) -> Self {
+        self.drain = d;
+        self
+    }
+
     /// Opens storage, binds, and starts serving (the timer scheduler included).
     ///
     /// ```
@@ -273,17 +337,16 @@ impl MockBrokerBuilder {
         );
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let closing = engine.clone();
+        let (serve_opts, drain) = (self.serve, self.drain);
         let server = tokio::spawn(async move {
             let stopped = async move {
                 let _ = stop_rx.await;
+                // From here new requests answer 503 and waiting pops end; after the
+                // drain period the listener closes.
                 closing.close();
+                tokio::time::sleep(drain).await;
             };
-            if let Err(e) = axum::serve(listener, app)
-                .with_graceful_shutdown(stopped)
-                .await
-            {
-                tracing::error!(error = %e, "server stopped with an error");
-            }
+            crate::http::serve::serve(listener, app, serve_opts, stopped).await;
         });
         tracing::info!(%addr, "queen mock broker listening");
         Ok(MockBroker {

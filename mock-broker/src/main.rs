@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
@@ -44,6 +45,20 @@ struct Args {
     #[arg(long, env = "QUEEN_STORAGE_CAP", value_parser = parse_size)]
     storage_cap: Option<u64>,
 
+    /// Most connections served at once; more wait in the kernel's backlog.
+    #[arg(long, env = "QUEEN_MAX_CONNECTIONS", default_value_t = 4096)]
+    max_connections: usize,
+
+    /// Seconds a client may take to send a request's head (or to start its next
+    /// request on a kept-alive connection) before the connection is closed.
+    #[arg(long, env = "QUEEN_HEADER_TIMEOUT", default_value_t = 60)]
+    header_timeout_secs: u64,
+
+    /// Seconds to keep answering 503 `retry` after SIGTERM or Ctrl-C before closing
+    /// the port, so load balancers and clients move away first.
+    #[arg(long, env = "QUEEN_DRAIN", default_value_t = 0)]
+    drain_secs: u64,
+
     /// Log filter, such as `info` or `queen_mock_broker=debug` (RUST_LOG also works).
     #[arg(long, env = "QUEEN_LOG", default_value = "info")]
     log: String,
@@ -55,7 +70,11 @@ async fn main() -> anyhow::Result<()> {
     let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new(&args.log));
     tracing_subscriber::fmt().with_env_filter(filter).init();
 
-    let mut builder = MockBroker::builder().listen(args.listen);
+    let mut builder = MockBroker::builder()
+        .listen(args.listen)
+        .max_connections(args.max_connections)
+        .header_read_timeout(Duration::from_secs(args.header_timeout_secs))
+        .drain_period(Duration::from_secs(args.drain_secs));
     if args.in_memory {
         tracing::info!("in-memory mode: nothing is kept after exit");
     } else {

@@ -116,7 +116,8 @@ impl Engine {
         self.closing.notify.notify_waiters();
     }
 
-    fn is_closing(&self) -> bool {
+    /// Whether the broker is stopping (see [`Engine::close`]).
+    pub(crate) fn is_closing(&self) -> bool {
         self.closing
             .closed
             .load(std::sync::atomic::Ordering::SeqCst)

@@ -9,6 +9,7 @@ mod kv;
 mod locks;
 mod messages;
 mod queues;
+pub mod serve;
 mod timers;
 mod txn;
 
@@ -105,6 +106,22 @@ async fn authenticate(State(s): State<AppState>, mut req: Request, next: Next) -
     next.run(req).await
 }
 
+/// Once the broker is stopping, answers every new request 503 `retry` with
+/// `Retry-After` and closes the connection, so clients go to another broker (or wait)
+/// instead of starting work that the shutdown would cut. Requests already past this
+/// point finish normally.
+async fn refuse_while_closing(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    if !s.engine.is_closing() {
+        return next.run(req).await;
+    }
+    let mut res = ApiError::from(crate::error::EngineError::ShuttingDown).into_response();
+    res.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    res
+}
+
 /// The broker's routes, with authentication when `auth` is given.
 pub fn router(engine: Engine, auth: Option<Auth>) -> Router {
     let state = AppState {
@@ -160,6 +177,10 @@ pub fn router(engine: Engine, auth: Option<Auth>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authenticate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            refuse_while_closing,
         ))
         .layer(CatchPanicLayer::custom(on_panic))
         .with_state(state)
