@@ -269,9 +269,9 @@ pub fn list_partitions(
     let prefix = Key::tenant(tenant).str(queue).into_bytes();
     let mut out = Vec::new();
     tx.scan(T::Partitions, &prefix, &prefix, |k, v| {
-        let mut r = KeyReader::new(k);
-        let (_, _, name) = (r.str(), r.str(), r.str());
-        if let Some(name) = name {
+        // The key is the prefix and the name: read only the name (this runs per
+        // partition on every wildcard pop).
+        if let Some(name) = KeyReader::new(&k[prefix.len()..]).str() {
             out.push(PartitionEntry {
                 name,
                 rec: crate::store::records::decode(v)?,

@@ -91,6 +91,17 @@ pub enum T {
     Requests,
 }
 
+impl T {
+    /// Whether the table's records are fixed-shape and so stored compactly (see
+    /// [`records::encode_compact`]); the others hold JSON values.
+    pub fn compact(self) -> bool {
+        !matches!(
+            self,
+            T::Queues | T::Messages | T::Dlq | T::Kv | T::Timers | T::Requests
+        )
+    }
+}
+
 /// Number of tables.
 pub const TABLE_COUNT: usize = 15;
 

@@ -1,8 +1,12 @@
 //! The values stored in each table, and their encoding.
 //!
-//! Values are JSON behind a one-byte format tag, so a later format can be told apart
-//! from this one. Message payloads are kept as the raw JSON text the producer sent and
-//! are never re-parsed on the way out.
+//! Values carry a one-byte format tag. Records that hold JSON (queue options, messages,
+//! KV values, recorded answers) are JSON; the small fixed-shape records the hot path
+//! reads and rewrites on every pop, push and ack (partitions, cursors, leases, the
+//! dedup index) are postcard, which decodes several times faster. [`decode`] reads
+//! either, whatever the table, so files written before the compact format still open.
+//! Message payloads are kept as the raw JSON text the producer sent and are never
+//! re-parsed on the way out.
 
 use std::collections::BTreeMap;
 
@@ -13,22 +17,34 @@ use serde_json::value::RawValue;
 use super::StoreError;
 use crate::clock::Micros;
 
-const FORMAT_V1: u8 = 1;
+const FORMAT_JSON: u8 = 1;
+const FORMAT_COMPACT: u8 = 2;
 
-/// Encodes a record for storage.
+/// Encodes a record as JSON (for records holding JSON values, which only a
+/// self-describing format can carry).
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
-    out.push(FORMAT_V1);
+    out.push(FORMAT_JSON);
     // Serialising our own plain structs into a Vec cannot fail.
     serde_json::to_writer(&mut out, value).expect("records serialise");
     out
 }
 
-/// Decodes a stored record.
+/// Encodes a fixed-shape record (no JSON values, no skipped fields) in postcard.
+pub fn encode_compact<T: Serialize>(value: &T) -> Vec<u8> {
+    let out = Vec::with_capacity(32);
+    let mut out = postcard::to_extend(&FORMAT_COMPACT, out).expect("a tag serialises");
+    out = postcard::to_extend(value, out).expect("records serialise");
+    out
+}
+
+/// Decodes a stored record in either format.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    let undecodable =
+        |e: &dyn std::fmt::Display| StoreError::Corrupt(format!("undecodable record: {e}"));
     match bytes.split_first() {
-        Some((&FORMAT_V1, body)) => serde_json::from_slice(body)
-            .map_err(|e| StoreError::Corrupt(format!("undecodable record: {e}"))),
+        Some((&FORMAT_JSON, body)) => serde_json::from_slice(body).map_err(|e| undecodable(&e)),
+        Some((&FORMAT_COMPACT, body)) => postcard::from_bytes(body).map_err(|e| undecodable(&e)),
         _ => Err(StoreError::Corrupt("unknown record format".into())),
     }
 }
@@ -190,4 +206,42 @@ pub struct DlqRecord {
     pub retry_count: u32,
     /// When it was dead-lettered.
     pub failed_at: Micros,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_formats_decode_so_older_files_still_open() {
+        let c = ConsumerRecord {
+            cursor: 7,
+            lease: Some(LeaseState {
+                id: "l".into(),
+                expires_at: -5,
+                first: 3,
+            }),
+            pending: BTreeMap::from([(
+                9,
+                MsgState {
+                    deliveries: 2,
+                    ..Default::default()
+                },
+            )]),
+        };
+        for bytes in [encode(&c), encode_compact(&c)] {
+            let back: ConsumerRecord = decode(&bytes).unwrap();
+            assert_eq!(back.cursor, 7);
+            assert_eq!(
+                back.lease.as_ref().map(|l| (l.expires_at, l.first)),
+                Some((-5, 3))
+            );
+            assert_eq!(back.pending[&9].deliveries, 2);
+        }
+        assert!(encode_compact(&c).len() < encode(&c).len());
+        assert!(matches!(
+            decode::<u64>(&[9, 1]),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
 }

@@ -14,7 +14,7 @@ use redb::{ReadableTable, Table, WriteTransaction};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::records::{decode, encode};
+use super::records::{decode, encode, encode_compact};
 use super::{LIVE_BYTES_KEY, StoreError, T, TABLE_COUNT, TABLES};
 use crate::clock::Micros;
 
@@ -101,7 +101,12 @@ impl<'a, 't> Tx<'a, 't> {
 
     /// Stages a write of `value` at `key`.
     pub fn put<V: Serialize>(&mut self, t: T, key: Vec<u8>, value: &V) {
-        self.overlay[t as usize].insert(key, Some(encode(value)));
+        let bytes = if t.compact() {
+            encode_compact(value)
+        } else {
+            encode(value)
+        };
+        self.overlay[t as usize].insert(key, Some(bytes));
     }
 
     /// Stages a delete of `key`.
