@@ -186,6 +186,7 @@ impl GroupCommit {
             read_only_batches: after
                 .read_only_batches
                 .saturating_sub(before.read_only_batches),
+            live_bytes: after.live_bytes,
         };
         let secs = secs.max(f64::EPSILON);
         GroupCommit {
