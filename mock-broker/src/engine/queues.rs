@@ -1,5 +1,9 @@
 //! Queues and partitions: options, creation on first use, deletion.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use crate::error::EngineError;
@@ -194,19 +198,55 @@ fn new_queue(now: i64) -> QueueRecord {
 }
 
 /// The queue's record, created with defaults when it does not exist.
-pub fn ensure_queue(tx: &mut Tx, tenant: &str, queue: &str) -> Result<QueueRecord, StoreError> {
+pub fn ensure_queue(
+    tx: &mut Tx,
+    tenant: &str,
+    queue: &str,
+) -> Result<Arc<QueueRecord>, StoreError> {
     let key = Key::tenant(tenant).str(queue).into_bytes();
-    if let Some(rec) = tx.get::<QueueRecord>(T::Queues, &key)? {
-        return Ok(rec);
+    if let Some(bytes) = tx.get_raw(T::Queues, &key)? {
+        return decode_queue(&bytes);
     }
     let rec = new_queue(tx.now);
     tx.put(T::Queues, key, &rec);
-    Ok(rec)
+    Ok(Arc::new(rec))
 }
 
 /// The queue's record, if it exists.
-pub fn get_queue(tx: &Tx, tenant: &str, queue: &str) -> Result<Option<QueueRecord>, StoreError> {
-    tx.get(T::Queues, &Key::tenant(tenant).str(queue).into_bytes())
+pub fn get_queue(
+    tx: &Tx,
+    tenant: &str,
+    queue: &str,
+) -> Result<Option<Arc<QueueRecord>>, StoreError> {
+    tx.get_raw(T::Queues, &Key::tenant(tenant).str(queue).into_bytes())?
+        .map(|bytes| decode_queue(&bytes))
+        .transpose()
+}
+
+thread_local! {
+    /// Decoded queue records by their stored bytes. Every push and pop reads its
+    /// queue's record, and decoding the JSON of its options was the largest single cost
+    /// of the writer's profile after the commit. Keyed by content, so never stale.
+    static DECODED_QUEUES: RefCell<HashMap<Vec<u8>, Arc<QueueRecord>>> =
+        RefCell::new(HashMap::new());
+}
+
+/// Most queue records kept decoded (per thread; the writer is one thread).
+const DECODED_QUEUES_MAX: usize = 4096;
+
+fn decode_queue(bytes: &[u8]) -> Result<Arc<QueueRecord>, StoreError> {
+    DECODED_QUEUES.with(|cache| {
+        if let Some(q) = cache.borrow().get(bytes) {
+            return Ok(q.clone());
+        }
+        let q = Arc::new(crate::store::records::decode::<QueueRecord>(bytes)?);
+        let mut cache = cache.borrow_mut();
+        if cache.len() >= DECODED_QUEUES_MAX {
+            cache.clear();
+        }
+        cache.insert(bytes.to_vec(), q.clone());
+        Ok(q)
+    })
 }
 
 /// The key of a partition record.
