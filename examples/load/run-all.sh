@@ -90,13 +90,13 @@ echo "noop = the no-op axum server in-process, raw HTTP, same body as the shape'
 echo "ops/s = successful operations (ack-push and seed-step: pop + transaction, 2 requests) per second."
 echo
 {
-  echo "shape|workers|parts|noop ops/s|sdk ops/s|sdk/noop|raw ops/s|raw/noop|sdk/raw|sdk p50/p99/p999 ms|raw p50/p99/p999 ms|errors sdk/raw|rollbacks sdk/raw|group commit sdk|group commit raw"
+  echo "shape|workers|parts|noop ops/s|sdk ops/s|sdk/noop|raw ops/s|raw/noop|sdk/raw|sdk p50/p99/p999 ms|raw p50/p99/p999 ms|errors sdk/raw|rollbacks sdk/raw|group commit sdk|group commit raw|peak RSS MiB sdk/raw"
   for shape in $SHAPES; do
     for c in $CONCURRENCY; do
       n=$(get "noop-$shape-$c" .throughput)
       s=$(get "sdk-$shape-$c" .throughput)
       r=$(get "raw-$shape-$c" .throughput)
-      echo "$shape|$c|$(get "sdk-$shape-$c" .partitions)|$(num "$n")|$(num "$s")|$(ratio "$s" "$n")|$(num "$r")|$(ratio "$r" "$n")|$(ratio "$s" "$r")|$(lat "sdk-$shape-$c")|$(lat "raw-$shape-$c")|$(get "sdk-$shape-$c" .errors)/$(get "raw-$shape-$c" .errors)|$(get "sdk-$shape-$c" .rollbacks)/$(get "raw-$shape-$c" .rollbacks)|$(gc "sdk-$shape-$c")|$(gc "raw-$shape-$c")"
+      echo "$shape|$c|$(get "sdk-$shape-$c" .partitions)|$(num "$n")|$(num "$s")|$(ratio "$s" "$n")|$(num "$r")|$(ratio "$r" "$n")|$(ratio "$s" "$r")|$(lat "sdk-$shape-$c")|$(lat "raw-$shape-$c")|$(get "sdk-$shape-$c" .errors)/$(get "raw-$shape-$c" .errors)|$(get "sdk-$shape-$c" .rollbacks)/$(get "raw-$shape-$c" .rollbacks)|$(gc "sdk-$shape-$c")|$(gc "raw-$shape-$c")|$(num "$(get "sdk-$shape-$c" .peak_rss_mib)")/$(num "$(get "raw-$shape-$c" .peak_rss_mib)")"
     done
   done
 } | column -t -s '|'

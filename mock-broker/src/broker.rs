@@ -256,7 +256,8 @@ impl MockBrokerBuilder {
     }
 
     /// Closes a connection whose client takes longer than `d` to send a request's
-    /// head, or to start the next request on a kept-alive connection (default 60 s).
+    /// head, or to start the next request on a kept-alive connection (default 60 s),
+    /// and answers 408 `request_timeout` to a request whose body takes longer than `d`.
     /// Handlers are not bounded by it: a long-poll may wait its whole timeout.
     ///
     /// ```
@@ -332,9 +333,16 @@ impl MockBrokerBuilder {
         let (engine, writer) = Engine::start_capped(db, self.clock, self.storage_cap);
         engine.spawn_scheduler();
         let harness = Harness::default();
-        let app = crate::http::router(engine.clone(), self.auth.clone()).layer(
-            axum::middleware::from_fn_with_state(harness.clone(), crate::harness::layer),
-        );
+        let app = crate::http::router(engine.clone(), self.auth.clone())
+            .layer(axum::middleware::from_fn_with_state(
+                harness.clone(),
+                crate::harness::layer,
+            ))
+            // A body must arrive whole within the same bound as a head: a client that
+            // trickles bytes cannot hold a connection and a buffer for ever.
+            .layer(tower_http::timeout::RequestBodyDeadlineLayer::new(
+                self.serve.header_read_timeout,
+            ));
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let closing = engine.clone();
         let (serve_opts, drain) = (self.serve, self.drain);

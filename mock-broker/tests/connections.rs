@@ -101,6 +101,31 @@ async fn a_client_too_slow_to_send_its_request_head_is_disconnected() {
 }
 
 #[tokio::test]
+async fn a_body_that_trickles_in_past_the_deadline_is_408_and_writes_nothing() {
+    let broker = MockBroker::builder()
+        .header_read_timeout(Duration::from_millis(400))
+        .start()
+        .await
+        .unwrap();
+    let mut slow = TcpStream::connect(broker.addr()).await.unwrap();
+    slow.write_all(
+        b"POST /api/v1/push HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 60\r\n\r\n{\"items\": [",
+    )
+    .await
+    .unwrap();
+    let mut buf = vec![0u8; 2048];
+    let n = tokio::time::timeout(Duration::from_secs(10), slow.read(&mut buf))
+        .await
+        .expect("answered well before 10 s")
+        .unwrap();
+    let text = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("request_timeout"), "{text}");
+    assert_eq!(broker.stats().commits, 0);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
 async fn during_shutdown_new_requests_get_503_retry_and_work_in_flight_finishes() {
     let broker = MockBroker::builder()
         .drain_period(Duration::from_millis(800))

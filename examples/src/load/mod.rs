@@ -328,6 +328,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         prefilled,
         input_exhausted: pops && popped_total >= prefilled,
         group_commit,
+        peak_rss_mib: report::peak_rss_mib(),
     })
 }
 

@@ -249,6 +249,17 @@ pub struct Report {
     pub input_exhausted: bool,
     /// The group commit, for the embedded broker.
     pub group_commit: Option<GroupCommit>,
+    /// The process's peak resident memory in MiB (Linux `VmHWM`; the embedded broker
+    /// and the load generator together), when known.
+    pub peak_rss_mib: Option<f64>,
+}
+
+/// The process's peak resident set size in MiB, from `/proc/self/status` (Linux).
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }
 
 impl Report {
@@ -323,6 +334,9 @@ impl Report {
                 g.read_only_batches,
                 g.commands
             );
+        }
+        if let Some(mib) = self.peak_rss_mib {
+            let _ = writeln!(s, "memory:       peak RSS {mib:.0} MiB (whole process)");
         }
         s
     }

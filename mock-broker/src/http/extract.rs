@@ -45,10 +45,28 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
                 "payload_too_large",
                 format!("the body is larger than {MAX_BODY_BYTES} bytes"),
             )
+        } else if timed_out(&e) {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "the body did not arrive in time",
+            )
         } else {
             ApiError::bad_request(format!("unreadable body: {}", e.body_text()))
         }
     })
+}
+
+/// Whether reading the body failed on the body deadline (see `http::serve`).
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
