@@ -10,6 +10,7 @@ pub mod ack;
 pub mod consumers;
 pub mod dlq;
 pub mod groups;
+pub mod hints;
 pub(crate) mod ids;
 pub mod kv;
 pub mod lease;

@@ -3,12 +3,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::consumers::{self, StartAt};
-use super::ids;
 use super::queues::{PartitionEntry, Settings, get_queue, list_partitions, partition_key};
+use super::{hints, ids};
 use crate::error::EngineError;
 use crate::store::keys::{Key, KeyReader};
 use crate::store::records::{
-    ConsumerRecord, LeaseRecord, LeaseState, MessageRecord, PartitionRecord, QueueRecord,
+    ConsumerRecord, LeaseRecord, LeaseState, MessageRecord, PartitionRecord, PartitionRef,
+    QueueRecord,
 };
 use crate::store::{StoreError, T, Tx, records};
 
@@ -164,11 +165,18 @@ fn claim_any(
     req: &PopRequest,
     out: &mut PopOutcome,
 ) -> Result<(), StoreError> {
+    let turn = ROTATION.fetch_add(1, Ordering::Relaxed);
+    if turn % hints::FULL_SCAN_EVERY != 0 {
+        claim_hinted(tx, tenant, queue, q, req, out)?;
+        if out.partitions_claimed >= req.partitions || out.messages.len() >= req.batch {
+            return Ok(());
+        }
+    }
     let parts = list_partitions(tx, tenant, queue)?;
     if parts.is_empty() {
         return Ok(());
     }
-    let start = ROTATION.fetch_add(1, Ordering::Relaxed) % parts.len();
+    let start = turn % parts.len();
     for i in 0..parts.len() {
         if out.partitions_claimed >= req.partitions || out.messages.len() >= req.batch {
             break;
@@ -182,6 +190,44 @@ fn claim_any(
             req,
             out,
         )?;
+    }
+    Ok(())
+}
+
+/// Most noted partitions one pop tries before it scans.
+const HINTS_PER_POP: usize = 32;
+
+/// Tries the partitions noted as possibly claimable (see [`hints`]), oldest first.
+fn claim_hinted(
+    tx: &mut Tx,
+    tenant: &str,
+    queue: &str,
+    q: &QueueRecord,
+    req: &PopRequest,
+    out: &mut PopOutcome,
+) -> Result<(), StoreError> {
+    for _ in 0..HINTS_PER_POP {
+        if out.partitions_claimed >= req.partitions || out.messages.len() >= req.batch {
+            break;
+        }
+        let Some(pid) = hints::take(tenant, queue) else {
+            break;
+        };
+        let pref_key = Key::tenant(tenant).u64(pid).into_bytes();
+        let Some(pref) = tx.get::<PartitionRef>(T::PartitionIds, &pref_key)? else {
+            continue;
+        };
+        if pref.queue != queue {
+            continue;
+        }
+        let key = partition_key(tenant, queue, &pref.partition);
+        if let Some(rec) = tx.get::<PartitionRecord>(T::Partitions, &key)? {
+            let entry = PartitionEntry {
+                name: pref.partition,
+                rec,
+            };
+            claim(tx, tenant, queue, q, &entry, req, out)?;
+        }
     }
     Ok(())
 }

@@ -1,9 +1,10 @@
 //! Strict request extraction: every refusal is an [`ApiError`] with a clear text.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, RawPathParams, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
@@ -22,6 +23,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(ApiError::bad_request("the body must be a JSON object"));
     }
+    check_portable(bytes)?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -35,6 +37,106 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     de.end()
         .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
     Ok(value)
+}
+
+/// Refuses a body that is not portable JSON (I-JSON, RFC 7493) anywhere in it, before
+/// the typed parse. That parse skips the parts it does not read (unknown fields, a push
+/// `payload` kept as raw text) without checking them, so without this a body with bytes
+/// that are not UTF-8, a number out of range (`1e400`), a lone surrogate (`"\ud800"`)
+/// or nesting deeper than 128 levels in such a part was stored and then broke every
+/// consumer that decodes it (and the transaction route refused the same payload). A
+/// duplicate key is refused too: the typed parse would keep one of the two silently, and
+/// a proxy may have judged the other.
+fn check_portable(bytes: &[u8]) -> Result<(), ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde::Deserialize::deserialize(&mut de)
+        .and_then(|Portable| de.end())
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+/// A JSON value walked for [`check_portable`]: serde_json checks UTF-8, escapes, number
+/// ranges and depth (its recursion limit, 128) on the way; this adds duplicate keys.
+struct Portable;
+
+impl<'de> serde::Deserialize<'de> for Portable {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(PortableVisitor)
+    }
+}
+
+struct PortableVisitor;
+
+impl<'de> serde::de::Visitor<'de> for PortableVisitor {
+    type Value = Portable;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Portable, E> {
+        Ok(Portable)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Portable, E> {
+        Ok(Portable)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Portable, E> {
+        Ok(Portable)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Portable, E> {
+        Ok(Portable)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Portable, E> {
+        Ok(Portable)
+    }
+
+    fn visit_unit<E>(self) -> Result<Portable, E> {
+        Ok(Portable)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Portable, A::Error> {
+        while seq.next_element::<Portable>()?.is_some() {}
+        Ok(Portable)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Portable, A::Error> {
+        let mut keys = std::collections::HashSet::new();
+        while let Some(PortableKey(key)) = map.next_key()? {
+            if keys.contains(&key) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "duplicate key {key:?}"
+                )));
+            }
+            keys.insert(key);
+            map.next_value::<Portable>()?;
+        }
+        Ok(Portable)
+    }
+}
+
+/// An object key, borrowed from the body when it has no escapes.
+struct PortableKey<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for PortableKey<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = PortableKey<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+                Ok(PortableKey(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(PortableKey(Cow::Owned(s.to_string())))
+            }
+        }
+        d.deserialize_str(V)
+    }
 }
 
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
@@ -69,15 +171,20 @@ fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// Parses a required body as [`Json`] does: present, then [`parse_json`].
+pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("a JSON body is required"));
+    }
+    parse_json(bytes)
+}
+
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = body_bytes(req, state).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err(ApiError::bad_request("a JSON body is required"));
-        }
-        parse_json(&bytes).map(Json)
+        parse_body(&bytes).map(Json)
     }
 }
 
@@ -103,6 +210,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Params {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        check_escapes(parts.uri.query().unwrap_or(""), "query string")?;
         let q = Query::<Vec<(String, String)>>::try_from_uri(&parts.uri)
             .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))?;
         Ok(Params(q.0.into_iter().collect()))
@@ -151,9 +259,49 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathPar
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        check_escapes(parts.uri.path(), "path")?;
+        // The router matches an empty segment (`/consumer-groups//queues/q/seek`): that
+        // is a client's unfilled template, not a group, queue or key named "".
+        let raw = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("invalid path: {}", e.body_text())))?;
+        if let Some((name, _)) = raw.iter().find(|(_, v)| v.is_empty()) {
+            return Err(ApiError::bad_request(format!(
+                "invalid path: {name} must not be empty"
+            )));
+        }
         Path::<T>::from_request_parts(parts, state)
             .await
             .map(|p| PathParams(p.0))
             .map_err(|e| ApiError::bad_request(format!("invalid path: {}", e.body_text())))
     }
+}
+
+/// Refuses a path or query string whose percent-escapes are malformed (`%zz`, a lone
+/// `%`) or decode to bytes that are not UTF-8. The decoders axum uses are lenient: they
+/// keep a malformed escape as literal text and replace bad bytes with U+FFFD, so `a%zz`
+/// and `a%25zz` (or `%FF` and `%EF%BF%BD`) would silently name the same queue or group.
+fn check_escapes(s: &str, what: &str) -> Result<(), ApiError> {
+    let bad = |why: &str| ApiError::bad_request(format!("invalid {what}: {why}"));
+    let b = s.as_bytes();
+    let mut decoded = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok());
+            let byte = hex
+                .filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit()))
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| bad("a % that does not start an escape of two hex digits"))?;
+            decoded.push(byte);
+            i += 3;
+        } else {
+            decoded.push(b[i]);
+            i += 1;
+        }
+    }
+    std::str::from_utf8(&decoded).map_err(|_| bad("an escape that does not decode to UTF-8"))?;
+    Ok(())
 }

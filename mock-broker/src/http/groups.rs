@@ -1,7 +1,9 @@
 //! Consumer groups (seek, delete) and the dead-letter listing.
 
 use axum::Json as AxumJson;
-use serde::Deserialize;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::Caller;
@@ -10,6 +12,7 @@ use super::extract::{Json, Params, PathParams};
 use crate::clock::{format_iso, parse_iso};
 use crate::engine::dlq::DlqQuery;
 use crate::engine::groups::SeekTo;
+use crate::engine::queues::check_name;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -37,6 +40,10 @@ async fn seek(
     partition: Option<String>,
     body: SeekBody,
 ) -> Result<AxumJson<Value>, ApiError> {
+    check_name("queue", &queue)?;
+    if let Some(p) = &partition {
+        check_name("partition", p)?;
+    }
     let to = seek_target(&body)?;
     let n = s
         .engine
@@ -80,7 +87,35 @@ pub async fn delete_group(
     })))
 }
 
-pub async fn dlq(s: Caller, params: Params) -> Result<AxumJson<Value>, ApiError> {
+/// One dead letter as listed. `data` is serialised as the stored raw text: building a
+/// `serde_json::Value` from it (as `json!` does) re-parses it under serde_json's depth
+/// limit, and a payload nested deeper than that (stored before pushes checked depth, or
+/// by a timer) made the listing panic.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeadLetterBody<'a> {
+    id: &'a str,
+    transaction_id: &'a str,
+    partition_id: String,
+    queue: &'a str,
+    partition: &'a str,
+    consumer_group: &'a str,
+    data: &'a RawValue,
+    error_message: Option<&'a str>,
+    retry_count: u32,
+    producer_sub: Option<&'a str>,
+    created_at: String,
+    failed_at: String,
+}
+
+#[derive(Serialize)]
+struct DlqBody<'a> {
+    messages: Vec<DeadLetterBody<'a>>,
+    pagination: Value,
+    total: usize,
+}
+
+pub async fn dlq(s: Caller, params: Params) -> Result<Response, ApiError> {
     let q = DlqQuery {
         queue: params.get("queue").map(str::to_string),
         group: params.get("consumerGroup").map(str::to_string),
@@ -89,29 +124,28 @@ pub async fn dlq(s: Caller, params: Params) -> Result<AxumJson<Value>, ApiError>
     };
     let (limit, offset) = (q.limit, q.offset);
     let page = s.engine.dlq(s.tenant(), q).await?;
-    let messages: Vec<Value> = page
+    let messages = page
         .records
-        .into_iter()
-        .map(|r| {
-            json!({
-                "id": r.message.id,
-                "transactionId": r.message.txn,
-                "partitionId": r.partition_id.to_string(),
-                "queue": r.queue,
-                "partition": r.partition,
-                "consumerGroup": r.group,
-                "data": r.message.data,
-                "errorMessage": r.error,
-                "retryCount": r.retry_count,
-                "producerSub": r.message.producer_sub,
-                "createdAt": format_iso(r.message.created_at),
-                "failedAt": format_iso(r.failed_at),
-            })
+        .iter()
+        .map(|r| DeadLetterBody {
+            id: &r.message.id,
+            transaction_id: &r.message.txn,
+            partition_id: r.partition_id.to_string(),
+            queue: &r.queue,
+            partition: &r.partition,
+            consumer_group: &r.group,
+            data: &r.message.data,
+            error_message: r.error.as_deref(),
+            retry_count: r.retry_count,
+            producer_sub: r.message.producer_sub.as_deref(),
+            created_at: format_iso(r.message.created_at),
+            failed_at: format_iso(r.failed_at),
         })
         .collect();
-    Ok(AxumJson(json!({
-        "messages": messages,
-        "pagination": { "limit": limit, "offset": offset },
-        "total": page.total,
-    })))
+    Ok(AxumJson(DlqBody {
+        messages,
+        pagination: json!({ "limit": limit, "offset": offset }),
+        total: page.total,
+    })
+    .into_response())
 }

@@ -24,6 +24,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 
+pub use messages::parse_push;
+pub use txn::parse_transaction;
+
 use crate::auth::{Auth, Identity, required_role};
 use crate::engine::Engine;
 use error::ApiError;

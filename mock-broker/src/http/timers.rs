@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::Caller;
 use super::error::ApiError;
 use super::extract::{Json, Params, PathParams};
+use crate::engine::queues::check_name;
 use crate::engine::timers::{self, DEFAULT_HORIZON_S};
 use crate::error::EngineError;
 use crate::fields;
@@ -69,6 +70,10 @@ pub async fn peek(
     s: Caller,
     PathParams((queue, key)): PathParams<(String, String)>,
 ) -> Result<AxumJson<Value>, ApiError> {
+    // The rules of an operation on the same key: a queue or key no call could schedule
+    // is refused, not reported absent.
+    let op = json!({"op": "cancel", "queue": queue, "timerKey": key});
+    timers::parse_op(&op, "request", "timers_bad_request")?;
     let out = s
         .engine
         .timer_read(s.tenant(), &queue, Some(key), None, 0)
@@ -81,6 +86,7 @@ pub async fn list(
     PathParams(queue): PathParams<String>,
     params: Params,
 ) -> Result<AxumJson<Value>, ApiError> {
+    check_name("queue", &queue)?;
     let limit = params.int("limit", 100, 1, 1000)? as usize;
     let after = params.get("after").map(str::to_string);
     let out = s
