@@ -166,7 +166,7 @@ fn claim_any(
     out: &mut PopOutcome,
 ) -> Result<(), StoreError> {
     let turn = ROTATION.fetch_add(1, Ordering::Relaxed);
-    if turn % hints::FULL_SCAN_EVERY != 0 {
+    if !turn.is_multiple_of(hints::FULL_SCAN_EVERY) {
         claim_hinted(tx, tenant, queue, q, req, out)?;
         if out.partitions_claimed >= req.partitions || out.messages.len() >= req.batch {
             return Ok(());
