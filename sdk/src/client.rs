@@ -433,19 +433,23 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let text = res.text().await?;
-        let parsed: Option<Value> = if text.trim().is_empty() {
+        // Parsed from the bytes: JSON is UTF-8, so `text()`'s charset sniffing and copy
+        // buy nothing on the way to a `Value`.
+        let bytes = res.bytes().await?;
+        let blank = bytes.iter().all(u8::is_ascii_whitespace);
+        let parsed: Option<Value> = if blank {
             None
         } else {
-            serde_json::from_str(&text).ok()
+            serde_json::from_slice(&bytes).ok()
         };
+        let text = || String::from_utf8_lossy(&bytes).into_owned();
         if status.is_success() {
-            return match (parsed, text.trim().is_empty()) {
+            return match (parsed, blank) {
                 (Some(v), _) => Ok(v),
                 (None, true) => Ok(Value::Null),
                 (None, false) => Err(Error::Decode {
                     message: "the answer is not JSON".into(),
-                    body: text,
+                    body: text(),
                 }),
             };
         }
@@ -463,7 +467,7 @@ impl Client {
                 .and_then(Value::as_str)
                 .map(str::to_string)
         };
-        let message = field("error").unwrap_or_else(|| text.clone());
+        let message = field("error").unwrap_or_else(text);
         // Without `code`, `error` is the code (`wire.md` section 1).
         let code = field("code").or_else(|| field("error"));
         Err(Error::Api {

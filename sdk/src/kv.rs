@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::client::{Client, Opts, Replay};
 use crate::error::{Error, Result};
@@ -286,7 +286,7 @@ impl KvStore {
             .enumerate()
             .map(|(i, k)| k.checked_wire(&format!("operations[{i}] ({})", k.op)))
             .collect::<Result<Vec<_>>>()?;
-        let body = json!({ "operations": wire });
+        let body = crate::json::object([("operations", Value::Array(wire))]);
         let opts = Opts {
             replay,
             timeout: None,

@@ -67,6 +67,7 @@ mod client;
 mod consume;
 mod error;
 mod ids;
+mod json;
 mod kv;
 pub mod locks;
 mod message;

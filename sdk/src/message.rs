@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::client::{Client, Opts, Replay};
 use crate::error::{Error, Result};
+use crate::json::object;
 use crate::validate;
 
 /// The consumer group of competing consumers: the group of a pop, a consumer or an ack
@@ -446,14 +447,15 @@ pub(crate) fn decode_messages<T: DeserializeOwned>(body: Value) -> Result<Vec<Me
             retry_after: None,
         });
     }
-    let msgs = body
-        .get("messages")
-        .cloned()
-        .unwrap_or(Value::Array(vec![]));
-    serde_json::from_value(msgs).map_err(|e| Error::Decode {
-        message: format!("pop answer: {e}"),
-        body: body.to_string(),
-    })
+    // Deserialised from the borrowed tree: no copy of the messages, and the body is
+    // still whole for the error.
+    match body.get("messages") {
+        None => Ok(Vec::new()),
+        Some(msgs) => Vec::<Message<T>>::deserialize(msgs).map_err(|e| Error::Decode {
+            message: format!("pop answer: {e}"),
+            body: body.to_string(),
+        }),
+    }
 }
 
 /// How a message was handled.
@@ -769,13 +771,17 @@ impl Client {
                 .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
             validate::transaction_id(&op, &txn)?;
             let payload = it.payload.map_err(|e| Error::invalid(&op, e))?;
-            let mut item = json!({"queue": it.queue, "payload": payload, "transactionId": txn});
+            let mut item = object([
+                ("queue", it.queue.into()),
+                ("payload", payload),
+                ("transactionId", txn.into()),
+            ]);
             if let Some(p) = it.partition {
                 item["partition"] = p.into();
             }
             wire.push(item);
         }
-        let body = json!({ "items": wire });
+        let body = object([("items", Value::Array(wire))]);
         let answer = self
             .client_call(Method::POST, "/api/v1/push", &body)
             .await?;
@@ -840,7 +846,7 @@ impl Client {
         if acknowledgments.is_empty() {
             return Ok(Vec::new());
         }
-        let body = json!({ "acknowledgments": acknowledgments });
+        let body = object([("acknowledgments", Value::Array(acknowledgments))]);
         let answer = self
             .client_call(Method::POST, "/api/v1/ack/batch", &body)
             .await?;

@@ -4,7 +4,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use reqwest::Method;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::client::{Client, Opts, Replay};
 use crate::error::{Error, Result};
@@ -236,7 +236,7 @@ impl Timers {
     }
 
     async fn send(&self, op: Value, replay: Replay) -> Result<TimerResult> {
-        let body = json!({ "operations": [op] });
+        let body = crate::json::object([("operations", Value::Array(vec![op]))]);
         let opts = Opts {
             replay,
             timeout: None,

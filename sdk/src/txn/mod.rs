@@ -41,6 +41,7 @@ pub use ttl::Ttl;
 use crate::client::{Client, Opts, Replay};
 use crate::error::{Error, Result, RollbackReason};
 use crate::ids::derive_id;
+use crate::json::object;
 use crate::message::{AckStatus, Message};
 use crate::validate;
 
@@ -534,8 +535,13 @@ impl TransactionBuilder {
                     ..
                 } => {
                     let (status, error) = status.wire();
-                    let mut a = json!({"type": "ack", "transactionId": transaction_id,
-                        "partitionId": partition_id, "consumerGroup": group, "status": status});
+                    let mut a = object([
+                        ("type", "ack".into()),
+                        ("transactionId", transaction_id.as_str().into()),
+                        ("partitionId", partition_id.as_str().into()),
+                        ("consumerGroup", group.as_str().into()),
+                        ("status", status.into()),
+                    ]);
                     if let Some(l) = lease_id {
                         a["leaseId"] = l.clone().into();
                         leases.insert(l.clone());
@@ -572,12 +578,19 @@ impl TransactionBuilder {
                             return Err(Error::invalid(op_name, format!("payload: {e}")));
                         }
                     };
-                    let mut item = json!({"queue": p.queue, "partition": partition,
-                        "transactionId": txn, "payload": payload});
+                    let mut item = object([
+                        ("queue", p.queue.as_str().into()),
+                        ("partition", partition.into()),
+                        ("transactionId", txn.into()),
+                        ("payload", payload),
+                    ]);
                     if let Some(t) = &p.trace_id {
                         item["traceId"] = t.clone().into();
                     }
-                    ops.push(json!({"type": "push", "items": [item]}));
+                    ops.push(object([
+                        ("type", "push".into()),
+                        ("items", Value::Array(vec![item])),
+                    ]));
                     push_no += 1;
                 }
             }
