@@ -1,5 +1,6 @@
 //! A log of the requests the broker received.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use super::faults::FaultKind;
@@ -34,7 +35,8 @@ pub struct LoggedRequest {
     pub fault: Option<FaultKind>,
 }
 
-/// Every request received, in order. Reach a broker's with
+/// The requests received, in order: the most recent [`RequestLog::CAPACITY`], so a
+/// broker that runs for days under load keeps a bounded log. Reach a broker's with
 /// [`MockBroker::requests`](crate::MockBroker::requests).
 ///
 /// ```
@@ -52,23 +54,27 @@ pub struct LoggedRequest {
 /// ```
 #[derive(Debug, Default)]
 pub struct RequestLog {
-    entries: Mutex<Vec<LoggedRequest>>,
+    entries: Mutex<VecDeque<LoggedRequest>>,
 }
 
 impl RequestLog {
+    /// Most entries kept; older ones are dropped first.
+    pub const CAPACITY: usize = 10_000;
+
     pub(crate) fn record(&self, method: &str, path: &str, status: u16, fault: Option<FaultKind>) {
-        self.entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(LoggedRequest {
-                method: method.to_string(),
-                path: path.to_string(),
-                status,
-                fault,
-            });
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= Self::CAPACITY {
+            entries.pop_front();
+        }
+        entries.push_back(LoggedRequest {
+            method: method.to_string(),
+            path: path.to_string(),
+            status,
+            fault,
+        });
     }
 
-    /// Every request so far, oldest first.
+    /// The requests kept (the last [`RequestLog::CAPACITY`]), oldest first.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -84,10 +90,8 @@ impl RequestLog {
     /// # }
     /// ```
     pub fn entries(&self) -> Vec<LoggedRequest> {
-        self.entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.iter().cloned().collect()
     }
 
     /// The requests to paths starting with `prefix`.
@@ -132,5 +136,25 @@ impl RequestLog {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_keeps_only_the_most_recent_entries() {
+        let log = RequestLog::default();
+        for i in 0..RequestLog::CAPACITY + 5 {
+            log.record("GET", &format!("/{i}"), 200, None);
+        }
+        let kept = log.entries();
+        assert_eq!(kept.len(), RequestLog::CAPACITY);
+        assert_eq!(kept[0].path, "/5");
+        assert_eq!(
+            kept.last().unwrap().path,
+            format!("/{}", RequestLog::CAPACITY + 4)
+        );
     }
 }
