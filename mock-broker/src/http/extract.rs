@@ -103,14 +103,20 @@ impl<'de> serde::de::Visitor<'de> for PortableVisitor {
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Portable, A::Error> {
-        let mut keys = std::collections::HashSet::new();
+        // The first keys are scanned (nearly every object is small); the rest hashed.
+        let mut few: Vec<Cow<'de, str>> = Vec::new();
+        let mut many = std::collections::HashSet::new();
         while let Some(PortableKey(key)) = map.next_key()? {
-            if keys.contains(&key) {
+            if few.contains(&key) || many.contains(&key) {
                 return Err(serde::de::Error::custom(format_args!(
                     "duplicate key {key:?}"
                 )));
             }
-            keys.insert(key);
+            if few.len() < 16 {
+                few.push(key);
+            } else {
+                many.insert(key);
+            }
             map.next_value::<Portable>()?;
         }
         Ok(Portable)
