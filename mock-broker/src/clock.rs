@@ -219,8 +219,15 @@ impl Clock for ManualClock {
 /// use queen_mock_broker::clock::format_iso;
 /// assert_eq!(format_iso(0), "1970-01-01T00:00:00.000000Z");
 /// assert_eq!(format_iso(1_500_000), "1970-01-01T00:00:01.500000Z");
+/// assert_eq!(format_iso(i64::MAX), "9999-12-31T23:59:59.999999Z");
 /// ```
 pub fn format_iso(micros: Micros) -> String {
+    // Clamped to years 1 through 9999, which RFC 3339 can write: a timer set a few
+    // hundred thousand years away (the transaction's timers have no horizon) reads as
+    // the last instant of 9999, not as a wrapped-around date.
+    const FIRST: Micros = -62_135_596_800_000_000;
+    const LAST: Micros = 253_402_300_799_999_999;
+    let micros = micros.clamp(FIRST, LAST);
     let dt = OffsetDateTime::from_unix_timestamp_nanos(micros as i128 * 1000)
         .unwrap_or(OffsetDateTime::UNIX_EPOCH);
     let fmt = time::macros::format_description!(

@@ -93,8 +93,14 @@ async fn deleting_a_queue_removes_everything_in_it() {
         (r["status"].clone(), r["offset"].clone()),
         (json!("queued"), json!(0))
     );
+    let before = h.broker.stats().commits;
     let (_, r) = h.delete("/api/v1/resources/queues/never-was").await;
     assert_eq!(r["deleted"], false);
+    assert_eq!(
+        h.broker.stats().commits,
+        before,
+        "nothing to delete, nothing committed"
+    );
 }
 
 #[tokio::test]

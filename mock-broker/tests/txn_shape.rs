@@ -275,8 +275,32 @@ async fn transaction_id_and_name_limits() {
     )
     .await;
     refused(&h, json!({"operations": [{"type": "push", "queue": "q", "partition": long_name, "payload": 1}]}), 413, "name_too_long").await;
+    refused(
+        &h,
+        json!({"positions": [{"queue": "q", "partition": long_name, "offset": 0}]}),
+        413,
+        "name_too_long",
+    )
+    .await;
     let ok = h
         .txn_ok(json!({"operations": [{"type": "push", "queue": "q", "transactionId": "t".repeat(65_535), "payload": 1}]}))
         .await;
     assert_eq!(ok["success"], true);
+}
+
+#[tokio::test]
+async fn a_transaction_timer_set_ages_away_reads_as_the_last_instant_iso_can_write() {
+    // Transaction timers have no horizon (spec: the horizon is the standalone route's),
+    // so a delay near i64::MAX is accepted; its deliverAt must not wrap to 1970.
+    let h = Harness::new().await;
+    let b = h
+        .txn_ok(
+            json!({"timers": [{"op": "schedule", "queue": "q", "timerKey": "far",
+            "delayMs": i64::MAX, "txn": "far-1", "payload": "e30="}]}),
+        )
+        .await;
+    assert_eq!(b["success"], true, "{b}");
+    let (s, peek) = h.get("/api/v1/timers/q/far").await;
+    assert_eq!(s, 200, "{peek}");
+    assert_eq!(peek["deliverAt"], "9999-12-31T23:59:59.999999Z", "{peek}");
 }

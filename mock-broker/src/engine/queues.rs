@@ -327,7 +327,12 @@ pub fn list_partitions(
 pub fn delete_queue(tx: &mut Tx, tenant: &str, queue: &str) -> Result<bool, StoreError> {
     let qkey = Key::tenant(tenant).str(queue).into_bytes();
     let existed = tx.get_raw(T::Queues, &qkey)?.is_some();
-    for p in list_partitions(tx, tenant, queue)? {
+    let partitions = list_partitions(tx, tenant, queue)?;
+    if !existed && partitions.is_empty() {
+        // Nothing to delete: stage nothing, so the call costs no durable commit.
+        return Ok(false);
+    }
+    for p in partitions {
         let pid = Key::tenant(tenant).u64(p.rec.id).into_bytes();
         // Lease records name the partitions they claim; drop them with the cursors.
         let mut leases = Vec::new();

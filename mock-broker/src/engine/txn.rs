@@ -223,6 +223,7 @@ fn parse_position(v: &Value, i: usize) -> Result<Position, EngineError> {
         .map_err(bad)?
         .unwrap_or(DEFAULT_PARTITION)
         .to_string();
+    check_name("partition", &partition)?;
     let offset = o
         .get("offset")
         .ok_or_else(|| bad(format!("{path}.offset is required")))?;
