@@ -78,6 +78,13 @@ pub struct PopOutcome {
     pub lease_expires_at: crate::clock::Micros,
 }
 
+impl PopOutcome {
+    /// Whether the pop has claimed all it may: its partitions or its batch.
+    fn is_full(&self, req: &PopRequest) -> bool {
+        self.partitions_claimed >= req.partitions || self.messages.len() >= req.batch
+    }
+}
+
 /// Rotates the starting partition of wildcard pops, so no partition starves.
 static ROTATION: AtomicUsize = AtomicUsize::new(0);
 
@@ -168,7 +175,7 @@ fn claim_any(
     let turn = ROTATION.fetch_add(1, Ordering::Relaxed);
     if !turn.is_multiple_of(hints::FULL_SCAN_EVERY) {
         claim_hinted(tx, tenant, queue, q, req, out)?;
-        if out.partitions_claimed >= req.partitions || out.messages.len() >= req.batch {
+        if out.is_full(req) {
             return Ok(());
         }
     }
@@ -178,7 +185,7 @@ fn claim_any(
     }
     let start = turn % parts.len();
     for i in 0..parts.len() {
-        if out.partitions_claimed >= req.partitions || out.messages.len() >= req.batch {
+        if out.is_full(req) {
             break;
         }
         claim(
@@ -207,7 +214,7 @@ fn claim_hinted(
     out: &mut PopOutcome,
 ) -> Result<(), StoreError> {
     for _ in 0..HINTS_PER_POP {
-        if out.partitions_claimed >= req.partitions || out.messages.len() >= req.batch {
+        if out.is_full(req) {
             break;
         }
         let Some(pid) = hints::take(tenant, queue) else {
