@@ -10,6 +10,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
+use crate::engine::queues::check_name;
 
 /// Largest request body (`wire.md` section 1).
 pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -266,15 +267,22 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathPar
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         check_escapes(parts.uri.path(), "path")?;
-        // The router matches an empty segment (`/consumer-groups//queues/q/seek`): that
-        // is a client's unfilled template, not a group, queue or key named "".
         let raw = RawPathParams::from_request_parts(parts, state)
             .await
             .map_err(|e| ApiError::bad_request(format!("invalid path: {}", e.body_text())))?;
-        if let Some((name, _)) = raw.iter().find(|(_, v)| v.is_empty()) {
-            return Err(ApiError::bad_request(format!(
-                "invalid path: {name} must not be empty"
-            )));
+        for (name, value) in raw.iter() {
+            // The router matches an empty segment (`/consumer-groups//queues/q/seek`):
+            // that is a client's unfilled template, not a group, queue or key named "".
+            if value.is_empty() {
+                return Err(ApiError::bad_request(format!(
+                    "invalid path: {name} must not be empty"
+                )));
+            }
+            // Queue and partition names keep the same budget in a path as in a body
+            // (413 `name_too_long`), on every route that names one.
+            if matches!(name, "queue" | "partition") {
+                check_name(name, value)?;
+            }
         }
         Path::<T>::from_request_parts(parts, state)
             .await

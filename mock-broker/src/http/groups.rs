@@ -12,7 +12,6 @@ use super::extract::{Json, Params, PathParams};
 use crate::clock::{format_iso, parse_iso};
 use crate::engine::dlq::DlqQuery;
 use crate::engine::groups::SeekTo;
-use crate::engine::queues::check_name;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -40,10 +39,6 @@ async fn seek(
     partition: Option<String>,
     body: SeekBody,
 ) -> Result<AxumJson<Value>, ApiError> {
-    check_name("queue", &queue)?;
-    if let Some(p) = &partition {
-        check_name("partition", p)?;
-    }
     let to = seek_target(&body)?;
     let n = s
         .engine

@@ -16,7 +16,7 @@ use crate::engine::QUEUE_MODE;
 use crate::engine::consumers::StartAt;
 use crate::engine::pop::{PopOutcome, PopRequest, Target};
 use crate::engine::push::NewMessage;
-use crate::engine::queues::{DEFAULT_PARTITION, check_name};
+use crate::engine::queues::DEFAULT_PARTITION;
 
 #[derive(Deserialize)]
 pub struct PushBody {
@@ -110,7 +110,6 @@ pub async fn pop_queue(
     PathParams(queue): PathParams<String>,
     params: Params,
 ) -> Result<Response, ApiError> {
-    check_name("queue", &queue)?;
     pop(s, Target::Queue(queue), params).await
 }
 
@@ -119,8 +118,6 @@ pub async fn pop_partition(
     PathParams((queue, partition)): PathParams<(String, String)>,
     params: Params,
 ) -> Result<Response, ApiError> {
-    check_name("queue", &queue)?;
-    check_name("partition", &partition)?;
     pop(s, Target::Partition(queue, partition), params).await
 }
 

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use super::Caller;
 use super::error::ApiError;
 use super::extract::{Json, PathParams};
-use crate::engine::queues::{Configure, check_name};
+use crate::engine::queues::Configure;
 
 pub async fn health() -> AxumJson<Value> {
     AxumJson(json!({ "status": "healthy", "version": env!("CARGO_PKG_VERSION") }))
@@ -74,7 +74,6 @@ pub async fn delete_queue(
     s: Caller,
     PathParams(queue): PathParams<String>,
 ) -> Result<AxumJson<Value>, ApiError> {
-    check_name("queue", &queue)?;
     let deleted = s.engine.delete_queue(s.tenant(), &queue).await?;
     Ok(AxumJson(json!({ "deleted": deleted, "queue": queue })))
 }

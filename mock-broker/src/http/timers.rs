@@ -6,7 +6,6 @@ use serde_json::{Value, json};
 use super::Caller;
 use super::error::ApiError;
 use super::extract::{Json, Params, PathParams};
-use crate::engine::queues::check_name;
 use crate::engine::timers::{self, DEFAULT_HORIZON_S};
 use crate::error::EngineError;
 use crate::fields;
@@ -86,7 +85,6 @@ pub async fn list(
     PathParams(queue): PathParams<String>,
     params: Params,
 ) -> Result<AxumJson<Value>, ApiError> {
-    check_name("queue", &queue)?;
     let limit = params.int("limit", 100, 1, 1000)? as usize;
     let after = params.get("after").map(str::to_string);
     let out = s
