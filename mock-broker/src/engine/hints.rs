@@ -21,7 +21,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 /// One pop in this many ignores the hints and scans every partition.
 pub const FULL_SCAN_EVERY: usize = 8;
 
-/// Most partitions noted per queue; most queues with notes.
+/// Most partitions noted per queue; most queues with notes per tenant.
 const PER_QUEUE: usize = 4096;
 const QUEUES: usize = 4096;
 
@@ -32,19 +32,26 @@ struct Noted {
 }
 
 thread_local! {
-    static HINTS: RefCell<HashMap<(String, String), Noted>> = RefCell::new(HashMap::new());
+    /// Tenant, then queue: looked up by `&str`, so noting and taking allocate only
+    /// for a queue seen the first time (both run on every push and every ack).
+    static HINTS: RefCell<HashMap<String, HashMap<String, Noted>>> = RefCell::new(HashMap::new());
 }
 
 /// Notes that partition `pid` of `queue` may be claimable now.
 pub fn note(tenant: &str, queue: &str, pid: u64) {
     HINTS.with(|h| {
         let mut h = h.borrow_mut();
-        if h.len() >= QUEUES && !h.contains_key(&(tenant.to_string(), queue.to_string())) {
-            h.clear();
+        let queues = match h.get_mut(tenant) {
+            Some(q) => q,
+            None => h.entry(tenant.to_string()).or_default(),
+        };
+        if !queues.contains_key(queue) && queues.len() >= QUEUES {
+            queues.clear();
         }
-        let noted = h
-            .entry((tenant.to_string(), queue.to_string()))
-            .or_default();
+        let noted = match queues.get_mut(queue) {
+            Some(n) => n,
+            None => queues.entry(queue.to_string()).or_default(),
+        };
         if noted.set.len() < PER_QUEUE && noted.set.insert(pid) {
             noted.order.push_back(pid);
         }
@@ -55,7 +62,7 @@ pub fn note(tenant: &str, queue: &str, pid: u64) {
 pub fn take(tenant: &str, queue: &str) -> Option<u64> {
     HINTS.with(|h| {
         let mut h = h.borrow_mut();
-        let noted = h.get_mut(&(tenant.to_string(), queue.to_string()))?;
+        let noted = h.get_mut(tenant)?.get_mut(queue)?;
         let pid = noted.order.pop_front()?;
         noted.set.remove(&pid);
         Some(pid)
