@@ -84,6 +84,24 @@ async fn refused(cx: &Ctx, body: Value, status: u16) -> Result<Resp, Failure> {
     Ok(r)
 }
 
+/// Sends each of `bad` as a KV op beside the canary's push and KV op: every one must be
+/// refused 400, and none of the canary's writes may land.
+async fn kv_ops_refused(
+    cx: &Ctx,
+    c: &Canary,
+    bad: impl IntoIterator<Item = Value>,
+) -> Result<(), Failure> {
+    for bad in bad {
+        refused(
+            cx,
+            json!({"operations": [c.push()], "kv": [c.kv(), bad]}),
+            400,
+        )
+        .await?;
+    }
+    c.no_push_no_kv(cx).await
+}
+
 /// A transaction refused because of one broker-owned field on a timer op.
 async fn broker_owned(cx: Ctx, field: &str, value: Value) -> Result<(), Failure> {
     let c = Canary::new(&cx);
@@ -402,7 +420,7 @@ fn kv() -> Vec<Case> {
             |cx: Ctx| async move {
                 let c = Canary::new(&cx);
                 let long = format!("a{}", "b".repeat(64));
-                for ns in [
+                let bad_ns = [
                     "",
                     "Upper",
                     "-lead",
@@ -410,17 +428,13 @@ fn kv() -> Vec<Case> {
                     "sp ace",
                     "slash/ns",
                     long.as_str(),
-                ] {
-                    let bad =
-                        json!({"op": "put", "ns": ns, "key": "k", "value": 1, "forever": true});
-                    refused(
-                        &cx,
-                        json!({"operations": [c.push()], "kv": [c.kv(), bad]}),
-                        400,
-                    )
-                    .await?;
-                }
-                c.no_push_no_kv(&cx).await?;
+                ];
+                kv_ops_refused(
+                    &cx,
+                    &c,
+                    bad_ns.map(|ns| json!({"op": "put", "ns": ns, "key": "k", "value": 1, "forever": true})),
+                )
+                .await?;
                 // The longest valid namespace, 64 characters, is accepted.
                 let mut ns64 = cx.ns("x");
                 while ns64.len() < 64 {
@@ -443,17 +457,13 @@ fn kv() -> Vec<Case> {
                 let c = Canary::new(&cx);
                 let ns = cx.ns("kv");
                 let long = "k".repeat(513);
-                for key in ["", long.as_str(), "nul\u{0}key"] {
-                    let bad =
-                        json!({"op": "put", "ns": ns, "key": key, "value": 1, "forever": true});
-                    refused(
-                        &cx,
-                        json!({"operations": [c.push()], "kv": [c.kv(), bad]}),
-                        400,
-                    )
-                    .await?;
-                }
-                c.no_push_no_kv(&cx).await?;
+                kv_ops_refused(
+                    &cx,
+                    &c,
+                    ["", long.as_str(), "nul\u{0}key"]
+                        .map(|key| json!({"op": "put", "ns": ns, "key": key, "value": 1, "forever": true})),
+                )
+                .await?;
                 // 512 bytes (256 two-byte characters) is accepted.
                 let key512 = "é".repeat(256);
                 commit(
@@ -472,20 +482,17 @@ fn kv() -> Vec<Case> {
             |cx: Ctx| async move {
                 let c = Canary::new(&cx);
                 let ns = cx.ns("kv");
-                for bad in [
-                    json!({"op": "put", "ns": ns, "key": "k", "value": 1}),
-                    json!({"op": "putIfAbsent", "ns": ns, "key": "k", "value": 1}),
-                    json!({"op": "incr", "ns": ns, "key": "k", "delta": 1}),
-                    json!({"op": "put", "ns": ns, "key": "k", "value": 1, "forever": false}),
-                ] {
-                    refused(
-                        &cx,
-                        json!({"operations": [c.push()], "kv": [c.kv(), bad]}),
-                        400,
-                    )
-                    .await?;
-                }
-                c.no_push_no_kv(&cx).await?;
+                kv_ops_refused(
+                    &cx,
+                    &c,
+                    [
+                        json!({"op": "put", "ns": ns, "key": "k", "value": 1}),
+                        json!({"op": "putIfAbsent", "ns": ns, "key": "k", "value": 1}),
+                        json!({"op": "incr", "ns": ns, "key": "k", "delta": 1}),
+                        json!({"op": "put", "ns": ns, "key": "k", "value": 1, "forever": false}),
+                    ],
+                )
+                .await?;
                 expect_kv_absent(&cx, &ns, "k").await
             }
         ),
@@ -497,19 +504,16 @@ fn kv() -> Vec<Case> {
             |cx: Ctx| async move {
                 let c = Canary::new(&cx);
                 let ns = cx.ns("kv");
-                for bad in [
-                    json!({"op": "put", "ns": ns, "key": "k", "value": 1, "ttlSeconds": 60, "forever": true}),
-                    json!({"op": "putIfAbsent", "ns": ns, "key": "k", "value": 1, "ttlSeconds": 60, "forever": true}),
-                    json!({"op": "incr", "ns": ns, "key": "k", "delta": 1, "ttlSeconds": 60, "forever": true}),
-                ] {
-                    refused(
-                        &cx,
-                        json!({"operations": [c.push()], "kv": [c.kv(), bad]}),
-                        400,
-                    )
-                    .await?;
-                }
-                c.no_push_no_kv(&cx).await?;
+                kv_ops_refused(
+                    &cx,
+                    &c,
+                    [
+                        json!({"op": "put", "ns": ns, "key": "k", "value": 1, "ttlSeconds": 60, "forever": true}),
+                        json!({"op": "putIfAbsent", "ns": ns, "key": "k", "value": 1, "ttlSeconds": 60, "forever": true}),
+                        json!({"op": "incr", "ns": ns, "key": "k", "delta": 1, "ttlSeconds": 60, "forever": true}),
+                    ],
+                )
+                .await?;
                 expect_kv_absent(&cx, &ns, "k").await
             }
         ),
@@ -521,17 +525,13 @@ fn kv() -> Vec<Case> {
             |cx: Ctx| async move {
                 let c = Canary::new(&cx);
                 let ns = cx.ns("kv");
-                for ttl in [json!(0), json!(-5), json!(1.5), json!("60")] {
-                    let bad =
-                        json!({"op": "put", "ns": ns, "key": "k", "value": 1, "ttlSeconds": ttl});
-                    refused(
-                        &cx,
-                        json!({"operations": [c.push()], "kv": [c.kv(), bad]}),
-                        400,
-                    )
-                    .await?;
-                }
-                c.no_push_no_kv(&cx).await?;
+                kv_ops_refused(
+                    &cx,
+                    &c,
+                    [json!(0), json!(-5), json!(1.5), json!("60")]
+                        .map(|ttl| json!({"op": "put", "ns": ns, "key": "k", "value": 1, "ttlSeconds": ttl})),
+                )
+                .await?;
                 expect_kv_absent(&cx, &ns, "k").await
             }
         ),
