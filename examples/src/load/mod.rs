@@ -299,7 +299,14 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
     let (target, url, target_kind) = Target::start(args).await?;
     let out = drive(args, duration, &url, &target).await;
     target.shutdown().await;
-    let (tally, latencies, prefilled, popped_total, group_commit) = out?;
+    let Drive {
+        tally,
+        latencies,
+        prefilled,
+        popped_total,
+        group_commit,
+        cpu_us_per_op,
+    } = out?;
     let (latency_ms, commit_latency_ms) = latencies.summary();
     let pops = !args.against_noop && args.shape != Shape::Push;
     Ok(Report {
@@ -329,18 +336,13 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         input_exhausted: pops && popped_total >= prefilled,
         group_commit,
         peak_rss_mib: report::peak_rss_mib(),
+        cpu_us_per_op,
     })
 }
 
-/// The run itself: pre-fill, warm-up, top-up, the measured window. Answers the
-/// window's tally and latencies, the messages pre-filled, the messages popped in all, and the group
-/// commit over the window.
-async fn drive(
-    args: &Args,
-    duration: f64,
-    url: &str,
-    target: &Target,
-) -> anyhow::Result<(Tally, Latencies, u64, u64, Option<GroupCommit>)> {
+/// The run itself: pre-fill, warm-up, top-up, the measured window; answers what it
+/// measured.
+async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow::Result<Drive> {
     let run_id = format!(
         "{:x}",
         SystemTime::now()
@@ -406,6 +408,7 @@ async fn drive(
     }
 
     let before = target.stats();
+    let cpu_before = report::process_cpu_secs();
     let deadline = Instant::now() + Duration::from_secs_f64(duration);
     let latencies = Arc::new(Mutex::new(Latencies::new()));
     let workers = spawn(
@@ -418,7 +421,12 @@ async fn drive(
     );
     tokio::time::sleep_until(deadline).await;
     let after = target.stats();
+    let cpu_after = report::process_cpu_secs();
     let tally = collect(workers).await?;
+    let cpu_us_per_op = match (cpu_before, cpu_after) {
+        (Some(b), Some(a)) if tally.ops > 0 => Some((a - b) * 1e6 / tally.ops as f64),
+        _ => None,
+    };
     popped_total += tally.popped;
     let group_commit = match (before, after) {
         (Some(b), Some(a)) => Some(GroupCommit::between(b, a, duration)),
@@ -428,7 +436,30 @@ async fn drive(
         Ok(m) => m.into_inner().unwrap_or_else(|e| e.into_inner()),
         Err(_) => bail!("a worker outlived its phase"),
     };
-    Ok((tally, latencies, prefilled, popped_total, group_commit))
+    Ok(Drive {
+        tally,
+        latencies,
+        prefilled,
+        popped_total,
+        group_commit,
+        cpu_us_per_op,
+    })
+}
+
+/// What [`drive`] measured.
+struct Drive {
+    /// The window's operations, errors and rollbacks.
+    tally: Tally,
+    /// The window's latencies.
+    latencies: Latencies,
+    /// Input messages pre-filled.
+    prefilled: u64,
+    /// Input messages popped over warm-up and window.
+    popped_total: u64,
+    /// The group commit over the window (embedded broker).
+    group_commit: Option<GroupCommit>,
+    /// Process CPU per operation over the window.
+    cpu_us_per_op: Option<f64>,
 }
 
 /// Pre-fills `count` more input events.

@@ -252,6 +252,25 @@ pub struct Report {
     /// The process's peak resident memory in MiB (Linux `VmHWM`; the embedded broker
     /// and the load generator together), when known.
     pub peak_rss_mib: Option<f64>,
+    /// CPU time this process spent per successful operation over the window, in µs
+    /// (user and system, all threads; Linux). Against the embedded broker it holds the
+    /// broker and the load generator, and it is steadier than throughput on a shared
+    /// host: a change's effect shows here when the machine's noise hides it in ops/s.
+    pub cpu_us_per_op: Option<f64>,
+}
+
+/// The CPU time (user + system, every thread) this process has used, in seconds, from
+/// `/proc/self/stat` (Linux; `None` elsewhere).
+pub fn process_cpu_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces; the fields after it are plain.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after `)`.
+    let utime: f64 = fields.nth(11)?.parse().ok()?;
+    let stime: f64 = fields.next()?.parse().ok()?;
+    // USER_HZ is 100 on every Linux the kernel's ABI promises it to user space.
+    Some((utime + stime) / 100.0)
 }
 
 /// The process's peak resident set size in MiB, from `/proc/self/status` (Linux).
@@ -333,6 +352,12 @@ impl Report {
                 g.commits,
                 g.read_only_batches,
                 g.commands
+            );
+        }
+        if let Some(us) = self.cpu_us_per_op {
+            let _ = writeln!(
+                s,
+                "cpu:          {us:.0} µs of process CPU per operation (user + system, all threads)"
             );
         }
         if let Some(mib) = self.peak_rss_mib {
