@@ -62,9 +62,15 @@ const TIMER_TICK: Duration = Duration::from_millis(100);
 /// Sweeps between purges of old request records.
 const PURGE_EVERY: u64 = 100;
 
-/// The broker's semantics over one database. Cheap to clone.
+/// The broker's semantics over one database. Cheap to clone: one reference count, as
+/// every request clones it (into the handler's state and through each middleware).
 #[derive(Clone)]
 pub struct Engine {
+    shared: Arc<Shared>,
+}
+
+/// What every [`Engine`] clone points to.
+struct Shared {
     db: Arc<Database>,
     writer: Writer,
     clock: Arc<dyn Clock>,
@@ -100,11 +106,13 @@ impl Engine {
         let (writer, thread) = Writer::start(db.clone(), clock.clone(), wakers.clone(), cap);
         (
             Engine {
-                db,
-                writer,
-                clock,
-                wakers,
-                closing: Arc::default(),
+                shared: Arc::new(Shared {
+                    db,
+                    writer,
+                    clock,
+                    wakers,
+                    closing: Arc::default(),
+                }),
             },
             thread,
         )
@@ -113,30 +121,31 @@ impl Engine {
     /// Ends every waiting pop (they answer empty) and makes new ones not wait.
     pub fn close(&self) {
         use std::sync::atomic::Ordering;
-        self.closing.closed.store(true, Ordering::SeqCst);
-        self.closing.notify.notify_waiters();
+        self.shared.closing.closed.store(true, Ordering::SeqCst);
+        self.shared.closing.notify.notify_waiters();
     }
 
     /// Whether the broker is stopping (see [`Engine::close`]).
     pub(crate) fn is_closing(&self) -> bool {
-        self.closing
+        self.shared
+            .closing
             .closed
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The database, for read-only inspection.
     pub(crate) fn db(&self) -> &redb::Database {
-        &self.db
+        &self.shared.db
     }
 
     /// The clock the engine reads.
     pub fn clock(&self) -> &Arc<dyn Clock> {
-        &self.clock
+        &self.shared.clock
     }
 
     /// Group-commit figures.
     pub fn stats(&self) -> StatsSnapshot {
-        self.writer.stats()
+        self.shared.writer.stats()
     }
 
     /// Creates or updates a queue.
@@ -146,7 +155,8 @@ impl Engine {
         req: queues::Configure,
     ) -> Result<QueueRecord, EngineError> {
         let tenant = tenant.to_string();
-        self.writer
+        self.shared
+            .writer
             .submit(move |tx| queues::configure(tx, &tenant, req))
             .await
     }
@@ -154,7 +164,8 @@ impl Engine {
     /// Deletes a queue and everything in it.
     pub async fn delete_queue(&self, tenant: &str, queue: &str) -> Result<bool, EngineError> {
         let (tenant, queue) = (tenant.to_string(), queue.to_string());
-        self.writer
+        self.shared
+            .writer
             .submit(move |tx| Ok(queues::delete_queue(tx, &tenant, &queue)?))
             .await
     }
@@ -166,7 +177,8 @@ impl Engine {
         items: Vec<push::NewMessage>,
     ) -> Result<Vec<(String, push::Appended)>, EngineError> {
         let tenant = tenant.to_string();
-        self.writer
+        self.shared
+            .writer
             .submit(move |tx| {
                 tx.ensure_room()?;
                 push::push(tx, &tenant, items)
@@ -183,19 +195,25 @@ impl Engine {
     ) -> Result<pop::PopOutcome, EngineError> {
         let deadline = wait.map(|w| tokio::time::Instant::now() + w);
         let waker = match &req.target {
-            pop::Target::Queue(q) | pop::Target::Partition(q, _) => self.wakers.queue(tenant, q),
-            pop::Target::Discovery { .. } => self.wakers.tenant(tenant),
+            pop::Target::Queue(q) | pop::Target::Partition(q, _) => {
+                self.shared.wakers.queue(tenant, q)
+            }
+            pop::Target::Discovery { .. } => self.shared.wakers.tenant(tenant),
         };
         loop {
             // Register before looking, so a push committed in between still wakes us.
             let pushed = waker.notified();
             tokio::pin!(pushed);
             pushed.as_mut().enable();
-            let closed = self.closing.notify.notified();
+            let closed = self.shared.closing.notify.notified();
             tokio::pin!(closed);
             closed.as_mut().enable();
             let (t, r) = (tenant.to_string(), req.clone());
-            let out = self.writer.submit(move |tx| pop::pop(tx, &t, &r)).await?;
+            let out = self
+                .shared
+                .writer
+                .submit(move |tx| pop::pop(tx, &t, &r))
+                .await?;
             let Some(deadline) = deadline else {
                 return Ok(out);
             };
@@ -207,7 +225,7 @@ impl Engine {
             }
             let recheck = (tokio::time::Instant::now() + REPOLL).min(deadline);
             let jumped = async {
-                match self.clock.jumped() {
+                match self.shared.clock.jumped() {
                     Some(n) => n.notified().await,
                     None => std::future::pending().await,
                 }
@@ -228,7 +246,8 @@ impl Engine {
         acks: Vec<ack::Ack>,
     ) -> Result<Vec<ack::AckOutcome>, EngineError> {
         let tenant = tenant.to_string();
-        self.writer
+        self.shared
+            .writer
             .submit(move |tx| {
                 let mut out = Vec::with_capacity(acks.len());
                 for a in &acks {
@@ -247,7 +266,8 @@ impl Engine {
         seconds: i64,
     ) -> Result<lease::Extended, EngineError> {
         let (tenant, lease_id) = (tenant.to_string(), lease_id.to_string());
-        self.writer
+        self.shared
+            .writer
             .submit(move |tx| Ok(lease::extend(tx, &tenant, &lease_id, seconds)?))
             .await
     }
@@ -263,7 +283,8 @@ impl Engine {
     ) -> Result<usize, EngineError> {
         let (tenant, group, queue) = (tenant.to_string(), group.to_string(), queue.to_string());
         let partition = partition.map(str::to_string);
-        self.writer
+        self.shared
+            .writer
             .submit(move |tx| groups::seek(tx, &tenant, &group, &queue, partition.as_deref(), to))
             .await
     }
@@ -276,7 +297,8 @@ impl Engine {
         metadata: bool,
     ) -> Result<usize, EngineError> {
         let (tenant, group) = (tenant.to_string(), group.to_string());
-        self.writer
+        self.shared
+            .writer
             .submit(move |tx| Ok(groups::delete_group(tx, &tenant, &group, metadata)?))
             .await
     }
@@ -317,6 +339,7 @@ impl Engine {
                 txn_id.clone(),
             );
             let out = self
+                .shared
                 .writer
                 .submit(move |tx| {
                     if let Some(answer) = requests::recorded(tx, &rid)? {
@@ -347,7 +370,8 @@ impl Engine {
         ops: Vec<kv::KvOp>,
     ) -> Result<serde_json::Value, EngineError> {
         let tenant = tenant.to_string();
-        self.writer
+        self.shared
+            .writer
             .submit(move |tx| {
                 if ops.iter().any(|op| op.kind.adds_data()) {
                     tx.ensure_room()?;
@@ -377,7 +401,8 @@ impl Engine {
         limit: usize,
     ) -> Result<serde_json::Value, EngineError> {
         let (tenant, queue) = (tenant.to_string(), queue.to_string());
-        self.writer
+        self.shared
+            .writer
             .submit(move |tx| {
                 Ok(match key {
                     Some(k) => timers::peek(tx, &tenant, &queue, &k)?,
@@ -407,7 +432,8 @@ impl Engine {
         apply: ApplyOp<O>,
     ) -> Result<Vec<serde_json::Value>, EngineError> {
         let tenant = tenant.to_string();
-        self.writer
+        self.shared
+            .writer
             .submit(move |tx| {
                 if adds_data {
                     tx.ensure_room()?;
@@ -431,9 +457,9 @@ impl Engine {
         tokio::spawn(async move {
             let mut sweeps: u64 = 0;
             while !engine.is_closing() {
-                let closed = engine.closing.notify.notified();
+                let closed = engine.shared.closing.notify.notified();
                 let jumped = async {
-                    match engine.clock.jumped() {
+                    match engine.shared.clock.jumped() {
                         Some(n) => n.notified().await,
                         None => std::future::pending().await,
                     }
@@ -446,6 +472,7 @@ impl Engine {
                 sweeps += 1;
                 let purge = sweeps.is_multiple_of(PURGE_EVERY);
                 let fired = engine
+                    .shared
                     .writer
                     .submit(move |tx| {
                         let n = timers::fire_due(tx)?;
@@ -467,7 +494,7 @@ impl Engine {
 
     /// Lists dead letters from the last commit, without waiting on the writer.
     pub async fn dlq(&self, tenant: &str, q: dlq::DlqQuery) -> Result<dlq::DlqPage, EngineError> {
-        let db = self.db.clone();
+        let db = self.shared.db.clone();
         let tenant = tenant.to_string();
         tokio::task::spawn_blocking(move || dlq::list(&db, &tenant, &q))
             .await
