@@ -107,8 +107,10 @@ pub(crate) struct Plan {
     pub shape: Shape,
     pub names: Names,
     pub partitions: usize,
-    /// The target is the no-op server: no pops, a synthetic message per step.
+    /// The target is the no-op server: no pops, a synthetic message per step...
     pub noop: bool,
+    /// ...unless this is set: then the pop is sent, and the no-op answers a canned one.
+    pub noop_pop: bool,
 }
 
 /// How one operation ended.
@@ -307,7 +309,7 @@ async fn sdk_op(c: &Client, plan: &Plan, worker: usize, seq: u64, deadline: Inst
             commit,
         };
     }
-    let (msg, popped) = if plan.noop {
+    let (msg, popped) = if plan.noop && !plan.noop_pop {
         let key = synthetic_key(worker, seq);
         let msg = Message {
             id: format!("m-{key}"),
@@ -478,7 +480,7 @@ impl Raw {
                 commit,
             };
         }
-        let (msg, popped) = if plan.noop {
+        let (msg, popped) = if plan.noop && !plan.noop_pop {
             let key = synthetic_key(worker, seq);
             let msg = Popped {
                 transaction_id: format!("order-{key}-paid"),
@@ -616,6 +618,7 @@ mod tests {
             names: Names::new("t"),
             partitions: 4,
             noop: false,
+            noop_pop: false,
         }
     }
 

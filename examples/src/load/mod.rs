@@ -26,7 +26,8 @@
 //! is an embedded broker on a file in a temporary directory (durable, as users run it),
 //! and the report adds its group commit over the window. `--against-noop` drives the
 //! no-op server instead (in-process, or the one at `--url` started with `--serve-noop`):
-//! each operation is then the shape's write call alone (no pop), on a synthetic message.
+//! each operation is then the shape's write call alone (no pop), on a synthetic message,
+//! or with `--noop-pop` a pop answered with one canned message and then the write call.
 //!
 //! Throughput counts the operations that succeeded and ended inside the window; errors
 //! and rollbacks are counted wherever they end. Every loop stops by itself at the
@@ -131,6 +132,12 @@ pub struct Args {
     /// Drive the no-op server (in-process, or the one at `--url`) instead of a broker.
     #[arg(long)]
     pub against_noop: bool,
+    /// With `--against-noop`: `ack-push` and `seed-step` also send their pop to the
+    /// no-op server, which answers one canned message. An operation is then the same two
+    /// HTTP exchanges as against a broker (pop, then the write), with no broker work
+    /// behind either: the bound that HTTP and JSON alone put on these shapes.
+    #[arg(long, requires = "against_noop")]
+    pub noop_pop: bool,
     /// Run the no-op server and nothing else.
     #[arg(long)]
     pub serve_noop: bool,
@@ -355,6 +362,7 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
         names: Names::new(&run_id),
         partitions: args.partitions,
         noop: args.against_noop,
+        noop_pop: args.against_noop && args.noop_pop,
     });
     let driver = Arc::new(Driver::new(
         args.mode == Mode::Raw,

@@ -20,6 +20,10 @@ pub(crate) const TRANSACTION_ANSWER: &str =
 /// The answer to `POST /api/v1/push`: one queued item (the load generator pushes one).
 pub(crate) const PUSH_ANSWER: &str = r#"[{"index":0,"message_id":"00000000-0000-7000-8000-000000000001","transaction_id":"noop","queueName":"noop","status":"queued","offset":0}]"#;
 
+/// The answer to a pop (`GET /api/v1/pop...`, with `--noop-pop`): one message, shaped
+/// as a broker answers it, carrying an input event of the load generator.
+pub(crate) const POP_ANSWER: &str = r#"{"success":true,"queue":"noop","partition":"p-1","partitionId":"1","leaseId":"0199a7c2-5e1b-7f3a-8c21-4d9e0b6a1f37","consumerGroup":"__QUEUE_MODE__","messages":[{"id":"0199a7c2-5e1b-7f3a-8c21-4d9e0b6a1f38","transactionId":"order-noop-paid","traceId":null,"data":{"orderId":"order-noop","customer":"customer-1","total":120.5},"producerSub":null,"createdAt":"2026-11-30T10:18:02.555597Z","partitionId":"1","partition":"p-1","leaseId":"0199a7c2-5e1b-7f3a-8c21-4d9e0b6a1f37","consumerGroup":"__QUEUE_MODE__","queue":"noop","offset":0,"deliveryAttempt":1}],"partitionsClaimed":1}"#;
+
 async fn handle(uri: Uri, body: Bytes) -> Response {
     if !body.is_empty() {
         match serde_json::from_slice::<serde_json::Value>(&body) {
@@ -41,6 +45,8 @@ async fn handle(uri: Uri, body: Bytes) -> Response {
     }
     let answer = if uri.path() == "/api/v1/push" {
         PUSH_ANSWER
+    } else if uri.path().starts_with("/api/v1/pop") {
+        POP_ANSWER
     } else {
         TRANSACTION_ANSWER
     };
@@ -76,7 +82,11 @@ pub(crate) async fn serve(
 mod tests {
     #[test]
     fn fixed_answers_are_json() {
-        for a in [super::TRANSACTION_ANSWER, super::PUSH_ANSWER] {
+        for a in [
+            super::TRANSACTION_ANSWER,
+            super::PUSH_ANSWER,
+            super::POP_ANSWER,
+        ] {
             serde_json::from_str::<serde_json::Value>(a).unwrap();
         }
     }
