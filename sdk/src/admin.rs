@@ -593,7 +593,7 @@ impl Client {
         let answer = self
             .client_call(Method::POST, "/api/v1/configure", &body)
             .await?;
-        let b = answer.body;
+        let b = answer.value()?;
         if let Some(e) = b.get("error").and_then(Value::as_str) {
             return Err(Error::Api {
                 status: 200,
@@ -639,7 +639,7 @@ impl Client {
             .call::<()>(Method::DELETE, &path, None, None, Opts::SAFE)
             .await?;
         Ok(answer
-            .body
+            .value()?
             .get("deleted")
             .and_then(Value::as_bool)
             .unwrap_or(false))
@@ -761,7 +761,7 @@ impl Client {
             SeekTo::Time(t) => json!({ "timestamp": t }),
         };
         let answer = self.client_call(Method::POST, path, &body).await?;
-        let b = answer.body;
+        let b = answer.value()?;
         if b.get("success") == Some(&Value::Bool(false)) {
             return Err(Error::Api {
                 status: 200,
@@ -802,7 +802,7 @@ impl Client {
             .call::<()>(Method::DELETE, &path, None, None, Opts::SAFE)
             .await?;
         Ok(answer
-            .body
+            .value()?
             .get("partitionsDeleted")
             .and_then(Value::as_u64)
             .unwrap_or(0))

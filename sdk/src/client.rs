@@ -4,8 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use reqwest::{Method, header};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::Instrument;
 
@@ -202,6 +204,7 @@ impl ClientBuilder {
                 current: AtomicUsize::new(0),
                 token: self.token,
                 retry: self.retry,
+                request_timeout: self.request_timeout,
             }),
         })
     }
@@ -236,6 +239,8 @@ pub(crate) struct Inner {
     current: AtomicUsize,
     token: Option<String>,
     pub(crate) retry: RetryPolicy,
+    /// reqwest's bound on one attempt, unless the call gives its own.
+    request_timeout: Duration,
 }
 
 /// Whether a failed call may be sent again.
@@ -265,13 +270,48 @@ impl Opts {
     };
 }
 
-/// A successful answer.
+/// A successful answer, as the bytes that came: the hot calls (pop, transaction, push,
+/// ack) decode them straight into their typed answers, the rest through [`Answer::value`].
 #[derive(Debug)]
 pub(crate) struct Answer {
-    pub body: Value,
+    /// The body; empty (or blank) for a 204.
+    pub body: Bytes,
     /// An earlier attempt failed in a way that may have applied it (not a 429 or a
     /// refused connection): this answer then describes a resend.
     pub maybe_applied_before: bool,
+}
+
+impl Answer {
+    /// Whether the body holds nothing but whitespace (a 204, or an empty 200).
+    pub fn is_blank(&self) -> bool {
+        self.body.iter().all(u8::is_ascii_whitespace)
+    }
+
+    /// The body as a JSON tree (`null` when blank).
+    pub fn value(&self) -> Result<Value> {
+        if self.is_blank() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&self.body).map_err(|e| Error::Decode {
+            message: format!("the answer is not JSON: {e}"),
+            body: self.text(),
+        })
+    }
+
+    /// The body decoded into `T` (from `null` when blank); `what` names the answer in
+    /// the error.
+    pub fn decode<T: DeserializeOwned>(&self, what: &str) -> Result<T> {
+        let bytes: &[u8] = if self.is_blank() { b"null" } else { &self.body };
+        serde_json::from_slice(bytes).map_err(|e| Error::Decode {
+            message: format!("{what}: {e}"),
+            body: self.text(),
+        })
+    }
+
+    /// The body as text, for an error.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
 }
 
 impl Client {
@@ -341,13 +381,33 @@ impl Client {
         loop {
             attempt += 1;
             let span = tracing::debug_span!("queen.call", %method, path, attempt);
-            let sent = self
-                .once(method.clone(), path, query, body, opts.timeout)
-                .instrument(span);
-            // The deadline bounds the attempt in flight too, not only the waits.
-            let out = match tokio::time::timeout_at(deadline, sent).await {
+            // The deadline bounds the attempt in flight too, not only the waits: when it
+            // comes before the attempt's own timeout, it becomes that timeout (one
+            // timer per request, not a second one around reqwest's).
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let cut_by_deadline = remaining < opts.timeout.unwrap_or(self.inner.request_timeout);
+            let timeout = if cut_by_deadline {
+                Some(remaining)
+            } else {
+                opts.timeout
+            };
+            let out = self
+                .once(method.clone(), path, query, body, timeout)
+                .instrument(span)
+                .await;
+            let out = match out {
+                Err(Error::Transport(e))
+                    if cut_by_deadline
+                        && e.is_timeout()
+                        && tokio::time::Instant::now() >= deadline =>
+                {
+                    Err(())
+                }
+                out => Ok(out),
+            };
+            let out = match out {
                 Ok(out) => out,
-                Err(_) => {
+                Err(()) => {
                     let err = Error::DeadlineExceeded { attempts: attempt };
                     return Err(if opts.replay == Replay::Unsafe {
                         Error::OutcomeUnknown {
@@ -408,7 +468,7 @@ impl Client {
         query: Option<&Q>,
         body: Option<&Value>,
         timeout: Option<Duration>,
-    ) -> Result<Value> {
+    ) -> Result<Bytes> {
         let mut req = self
             .inner
             .http
@@ -433,32 +493,20 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        // Parsed from the bytes: JSON is UTF-8, so `text()`'s charset sniffing and copy
-        // buy nothing on the way to a `Value`.
+        // A success is handed on as bytes: its caller decodes the answer it expects
+        // straight into its type, with no JSON tree in between.
         let bytes = res.bytes().await?;
-        let blank = bytes.iter().all(u8::is_ascii_whitespace);
-        let parsed: Option<Value> = if blank {
-            None
-        } else {
-            serde_json::from_slice(&bytes).ok()
-        };
-        let text = || String::from_utf8_lossy(&bytes).into_owned();
         if status.is_success() {
-            return match (parsed, blank) {
-                (Some(v), _) => Ok(v),
-                (None, true) => Ok(Value::Null),
-                (None, false) => Err(Error::Decode {
-                    message: "the answer is not JSON".into(),
-                    body: text(),
-                }),
-            };
+            return Ok(bytes);
         }
+        let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
+        let text = || String::from_utf8_lossy(&bytes).into_owned();
         // A refused transaction may carry the rollback envelope instead of an error body.
         if let Some(v) = &parsed
             && v.get("success") == Some(&Value::Bool(false))
             && v.get("reason").is_some_and(Value::is_string)
         {
-            return Ok(parsed.unwrap_or_default());
+            return Ok(bytes);
         }
         let field = |k: &str| {
             parsed

@@ -295,7 +295,7 @@ impl KvStore {
             .client
             .call::<()>(Method::POST, "/api/v1/kv", None, Some(&body), opts)
             .await?;
-        Ok((answer.body, answer.maybe_applied_before))
+        Ok((answer.value()?, answer.maybe_applied_before))
     }
 
     /// Runs one op and answers its result element.

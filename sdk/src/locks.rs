@@ -537,13 +537,13 @@ async fn lock_call(client: &Client, op: Value, replay: Replay) -> Result<Value> 
         .call::<()>(Method::POST, "/api/v1/locks", None, Some(&body), opts)
         .await?;
     answer
-        .body
-        .get("results")
-        .and_then(|r| r.get(0))
-        .cloned()
+        .value()?
+        .get_mut("results")
+        .and_then(|r| r.get_mut(0))
+        .map(Value::take)
         .ok_or_else(|| Error::Decode {
             message: "a locks answer without results".into(),
-            body: answer.body.to_string(),
+            body: answer.text(),
         })
 }
 

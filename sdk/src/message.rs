@@ -426,36 +426,37 @@ impl<T: DeserializeOwned> Pop<'_, T> {
             .client
             .call(Method::GET, &path, Some(&self.params), None, opts)
             .await?;
-        decode_messages(answer.body)
+        decode_messages(&answer)
     }
 }
 
-/// Decodes a pop answer (a 204 arrives as `null`).
-pub(crate) fn decode_messages<T: DeserializeOwned>(body: Value) -> Result<Vec<Message<T>>> {
-    if body.is_null() {
+/// A pop answer's fields the client reads; the rest (the claim's lease and partition,
+/// repeated on every message) is skipped unread.
+#[derive(Deserialize)]
+#[serde(bound = "T: DeserializeOwned")]
+struct PopAnswer<T> {
+    success: Option<bool>,
+    error: Option<String>,
+    messages: Option<Vec<Message<T>>>,
+}
+
+/// Decodes a pop answer (a 204 arrives blank), straight from its bytes into the
+/// messages: no JSON tree is built on the way.
+pub(crate) fn decode_messages<T: DeserializeOwned>(
+    answer: &crate::client::Answer,
+) -> Result<Vec<Message<T>>> {
+    let Some(pop) = answer.decode::<Option<PopAnswer<T>>>("pop answer")? else {
         return Ok(Vec::new());
-    }
-    if body.get("success") == Some(&Value::Bool(false)) {
+    };
+    if pop.success == Some(false) {
         return Err(Error::Api {
             status: 200,
             code: None,
-            message: body
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("pop failed")
-                .to_string(),
+            message: pop.error.unwrap_or_else(|| "pop failed".into()),
             retry_after: None,
         });
     }
-    // Deserialised from the borrowed tree: no copy of the messages, and the body is
-    // still whole for the error.
-    match body.get("messages") {
-        None => Ok(Vec::new()),
-        Some(msgs) => Vec::<Message<T>>::deserialize(msgs).map_err(|e| Error::Decode {
-            message: format!("pop answer: {e}"),
-            body: body.to_string(),
-        }),
-    }
+    Ok(pop.messages.unwrap_or_default())
 }
 
 /// How a message was handled.
@@ -876,7 +877,7 @@ impl Client {
         let body = json!({ "seconds": by.as_secs().max(1) });
         let path = format!("/api/v1/lease/{}/extend", validate::segment(lease_id));
         let answer = self.client_call(Method::POST, &path, &body).await?;
-        let b = answer.body;
+        let b = answer.value()?;
         let renewed = if b.get("success") == Some(&Value::Bool(true)) {
             b.get("renewed").and_then(Value::as_u64).unwrap_or(1)
         } else {
@@ -906,8 +907,5 @@ impl Client {
 
 /// Decodes an answer body into `T`.
 pub(crate) fn decode<T: DeserializeOwned>(answer: crate::client::Answer, what: &str) -> Result<T> {
-    serde_json::from_value(answer.body.clone()).map_err(|e| Error::Decode {
-        message: format!("{what}: {e}"),
-        body: answer.body.to_string(),
-    })
+    answer.decode(what)
 }

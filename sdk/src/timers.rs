@@ -246,13 +246,13 @@ impl Timers {
             .call::<()>(Method::POST, "/api/v1/timers", None, Some(&body), opts)
             .await?;
         answer
-            .body
+            .value()?
             .get("results")
             .and_then(|r| r.get(0))
             .map(parse_result)
             .ok_or_else(|| Error::Decode {
                 message: "a timers answer without results".into(),
-                body: answer.body.to_string(),
+                body: answer.text(),
             })
     }
 
@@ -372,7 +372,7 @@ impl Timers {
             .client
             .call::<()>(Method::GET, &path, None, None, Opts::SAFE)
             .await?;
-        let b = answer.body;
+        let b = answer.value()?;
         if b.get("found").and_then(Value::as_bool) != Some(true) {
             return Ok(None);
         }
@@ -417,7 +417,7 @@ impl Timers {
             .client
             .call(Method::GET, &path, Some(&params), None, Opts::SAFE)
             .await?;
-        let b = answer.body;
+        let b = answer.value()?;
         let rows = b
             .get("rows")
             .and_then(Value::as_array)

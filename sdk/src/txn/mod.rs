@@ -29,6 +29,7 @@ mod ttl;
 use std::collections::{BTreeSet, HashSet};
 
 use reqwest::Method;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 pub use ops::{Kv, KvOp, Push, Timer, TimerAction};
@@ -743,54 +744,62 @@ impl TransactionBuilder {
             .client
             .call::<()>(Method::POST, "/api/v1/transaction", None, Some(&body), opts)
             .await?;
-        decode_commit(&answer.body, answer.maybe_applied_before)
+        decode_commit(&answer)
     }
 }
 
+/// A transaction answer's envelope, decoded from its bytes; only the per-step results
+/// stay JSON trees (their fields depend on their `type`).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CommitAnswer {
+    transaction_id: Option<String>,
+    success: Option<bool>,
+    reason: Option<String>,
+    error: Option<String>,
+    results: Option<Vec<Value>>,
+    // A lost `required` gate (`kv_precondition`).
+    failed_index: Option<u64>,
+    kv_reason: Option<String>,
+    version: Option<u64>,
+    value: Option<Value>,
+}
+
 /// Decodes a transaction answer.
-pub(crate) fn decode_commit(b: &Value, retried: bool) -> Result<Commit> {
-    let id = b
-        .get("transactionId")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    match b.get("success").and_then(Value::as_bool) {
+pub(crate) fn decode_commit(answer: &crate::client::Answer) -> Result<Commit> {
+    let retried = answer.maybe_applied_before;
+    let b: CommitAnswer = answer.decode("transaction answer")?;
+    let id = b.transaction_id.unwrap_or_default();
+    match b.success {
         Some(true) => Ok(Commit::Committed(Committed {
             transaction_id: id,
             results: b
-                .get("results")
-                .and_then(Value::as_array)
+                .results
                 .map(|r| r.iter().map(StepResult::parse).collect())
                 .unwrap_or_default(),
             retried,
         })),
         Some(false) => {
-            let reason =
-                RollbackReason::parse(b.get("reason").and_then(Value::as_str).unwrap_or(""));
+            let reason = RollbackReason::parse(b.reason.as_deref().unwrap_or(""));
             if reason == RollbackReason::KvPrecondition {
-                let (failed_index, kv_reason, version, value) = results::gate_fields(b);
                 return Ok(Commit::Gated {
                     transaction_id: id,
-                    failed_index,
-                    kv_reason,
-                    version,
-                    value,
+                    failed_index: b.failed_index.unwrap_or(0) as usize,
+                    kv_reason: b.kv_reason.unwrap_or_default(),
+                    version: b.version,
+                    value: b.value.filter(|v| !v.is_null()),
                     retried,
                 });
             }
             Err(Error::RolledBack {
                 reason,
-                error: b
-                    .get("error")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
+                error: b.error.unwrap_or_default(),
                 retried,
             })
         }
         None => Err(Error::Decode {
             message: "a transaction answer without success".into(),
-            body: b.to_string(),
+            body: answer.text(),
         }),
     }
 }
