@@ -270,6 +270,15 @@ impl Opts {
     };
 }
 
+/// A request body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Body<'a> {
+    /// A JSON tree, serialised for each attempt.
+    Json(&'a Value),
+    /// JSON already rendered (a transaction's body, rendered once for every attempt).
+    Rendered(&'a Bytes),
+}
+
 /// A successful answer, as the bytes that came: the hot calls (pop, transaction, push,
 /// ack) decode them straight into their typed answers, the rest through [`Answer::value`].
 #[derive(Debug)]
@@ -370,7 +379,7 @@ impl Client {
         method: Method,
         path: &str,
         query: Option<&Q>,
-        body: Option<&Value>,
+        body: Option<Body<'_>>,
         opts: Opts,
     ) -> Result<Answer> {
         let policy = &self.inner.retry;
@@ -466,7 +475,7 @@ impl Client {
         method: Method,
         path: &str,
         query: Option<&Q>,
-        body: Option<&Value>,
+        body: Option<Body<'_>>,
         timeout: Option<Duration>,
     ) -> Result<Bytes> {
         let mut req = self
@@ -482,8 +491,14 @@ impl Client {
         if let Some(t) = &self.inner.token {
             req = req.bearer_auth(t);
         }
-        if let Some(b) = body {
-            req = req.json(b);
+        match body {
+            Some(Body::Json(v)) => req = req.json(v),
+            Some(Body::Rendered(b)) => {
+                req = req
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(b.clone());
+            }
+            None => {}
         }
         let res = req.send().await?;
         let status = res.status();

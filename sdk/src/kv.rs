@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::client::{Client, Opts, Replay};
+use crate::client::{Body, Client, Opts, Replay};
 use crate::error::{Error, Result};
 use crate::txn::{Kv, KvOp, KvResult, Ttl};
 
@@ -293,7 +293,13 @@ impl KvStore {
         };
         let answer = self
             .client
-            .call::<()>(Method::POST, "/api/v1/kv", None, Some(&body), opts)
+            .call::<()>(
+                Method::POST,
+                "/api/v1/kv",
+                None,
+                Some(Body::Json(&body)),
+                opts,
+            )
             .await?;
         Ok((answer.value()?, answer.maybe_applied_before))
     }

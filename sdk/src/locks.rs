@@ -37,7 +37,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::client::{Client, Opts, Replay};
+use crate::client::{Body, Client, Opts, Replay};
 use crate::error::{Error, Result};
 use crate::txn::LockGuard;
 
@@ -534,7 +534,13 @@ async fn lock_call(client: &Client, op: Value, replay: Replay) -> Result<Value> 
         timeout: None,
     };
     let answer = client
-        .call::<()>(Method::POST, "/api/v1/locks", None, Some(&body), opts)
+        .call::<()>(
+            Method::POST,
+            "/api/v1/locks",
+            None,
+            Some(Body::Json(&body)),
+            opts,
+        )
         .await?;
     answer
         .value()?

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::client::{Client, Opts, Replay};
+use crate::client::{Body, Client, Opts, Replay};
 use crate::error::{Error, Result};
 use crate::json::object;
 use crate::validate;
@@ -900,7 +900,7 @@ impl Client {
         path: &str,
         body: &Value,
     ) -> Result<crate::client::Answer> {
-        self.call::<()>(method, path, None, Some(body), Opts::SAFE)
+        self.call::<()>(method, path, None, Some(Body::Json(body)), Opts::SAFE)
             .await
     }
 }

@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::client::{Client, Opts, Replay};
+use crate::client::{Body, Client, Opts, Replay};
 use crate::error::{Error, Result};
 use crate::txn::{Timer, TimerAction, TimerResult};
 use crate::validate;
@@ -243,7 +243,13 @@ impl Timers {
         };
         let answer = self
             .client
-            .call::<()>(Method::POST, "/api/v1/timers", None, Some(&body), opts)
+            .call::<()>(
+                Method::POST,
+                "/api/v1/timers",
+                None,
+                Some(Body::Json(&body)),
+                opts,
+            )
             .await?;
         answer
             .value()?

@@ -25,6 +25,7 @@
 mod ops;
 pub(crate) mod results;
 mod ttl;
+mod wire;
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -39,10 +40,9 @@ pub use results::{
 };
 pub use ttl::Ttl;
 
-use crate::client::{Client, Opts, Replay};
+use crate::client::{Body, Client, Opts, Replay};
 use crate::error::{Error, Result, RollbackReason};
 use crate::ids::derive_id;
-use crate::json::object;
 use crate::message::{AckStatus, Message};
 use crate::validate;
 
@@ -483,10 +483,30 @@ impl TransactionBuilder {
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
     pub fn to_body(&self) -> Result<Value> {
+        let (bytes, _) = self.render()?;
+        serde_json::from_slice(&bytes).map_err(|e| Error::invalid("transaction", e.to_string()))
+    }
+
+    /// The body [`commit`](TransactionBuilder::commit) would send, as the bytes it
+    /// sends, after the same checks as [`to_body`](TransactionBuilder::to_body).
+    ///
+    /// ```
+    /// let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// let bytes = client
+    ///     .transaction()
+    ///     .push("receipts", |p| p.transaction_id("receipt-o-7").payload(&"o-7"))
+    ///     .to_bytes()?;
+    /// assert_eq!(
+    ///     std::str::from_utf8(&bytes).unwrap(),
+    ///     r#"{"operations":[{"type":"push","items":[{"queue":"receipts","partition":"Default","transactionId":"receipt-o-7","payload":"o-7"}]}]}"#
+    /// );
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
         self.render().map(|(b, _)| b)
     }
 
-    fn render(&self) -> Result<(Value, bool)> {
+    fn render(&self) -> Result<(Vec<u8>, bool)> {
         if self.ops.is_empty()
             && self.kv.is_empty()
             && self.timers.is_empty()
@@ -523,6 +543,8 @@ impl TransactionBuilder {
 
         let mut leases = BTreeSet::new();
         let mut ops = Vec::with_capacity(self.ops.len());
+        // A push without a payload sends `{}` (an empty map does not allocate).
+        let empty = Value::Object(serde_json::Map::new());
         let mut deterministic = true;
         let mut push_no = 0usize;
         for (i, op) in self.ops.iter().enumerate() {
@@ -536,21 +558,17 @@ impl TransactionBuilder {
                     ..
                 } => {
                     let (status, error) = status.wire();
-                    let mut a = object([
-                        ("type", "ack".into()),
-                        ("transactionId", transaction_id.as_str().into()),
-                        ("partitionId", partition_id.as_str().into()),
-                        ("consumerGroup", group.as_str().into()),
-                        ("status", status.into()),
-                    ]);
                     if let Some(l) = lease_id {
-                        a["leaseId"] = l.clone().into();
-                        leases.insert(l.clone());
+                        leases.insert(l.as_str());
                     }
-                    if let Some(e) = error {
-                        a["error"] = e.into();
-                    }
-                    ops.push(a);
+                    ops.push(wire::Op::Ack(wire::Ack {
+                        transaction_id,
+                        partition_id,
+                        consumer_group: group,
+                        status,
+                        lease_id: lease_id.as_deref(),
+                        error,
+                    }));
                 }
                 Operation::Push(p) => {
                     let op_name = format!("operations[{i}] (push)");
@@ -573,25 +591,21 @@ impl TransactionBuilder {
                     };
                     validate::transaction_id(&op_name, &txn)?;
                     let payload = match &p.payload {
-                        None => json!({}),
-                        Some(Ok(v)) => v.clone(),
+                        None => &empty,
+                        Some(Ok(v)) => v,
                         Some(Err(e)) => {
                             return Err(Error::invalid(op_name, format!("payload: {e}")));
                         }
                     };
-                    let mut item = object([
-                        ("queue", p.queue.as_str().into()),
-                        ("partition", partition.into()),
-                        ("transactionId", txn.into()),
-                        ("payload", payload),
-                    ]);
-                    if let Some(t) = &p.trace_id {
-                        item["traceId"] = t.clone().into();
-                    }
-                    ops.push(object([
-                        ("type", "push".into()),
-                        ("items", Value::Array(vec![item])),
-                    ]));
+                    ops.push(wire::Op::Push {
+                        items: [wire::PushItem {
+                            queue: &p.queue,
+                            partition,
+                            transaction_id: txn,
+                            payload,
+                            trace_id: p.trace_id.as_deref(),
+                        }],
+                    });
                     push_no += 1;
                 }
             }
@@ -615,26 +629,16 @@ impl TransactionBuilder {
                 ),
             ));
         }
-        let mut body = serde_json::Map::new();
-        if !ops.is_empty() {
-            body.insert("operations".into(), ops.into());
-        }
-        if !leases.is_empty() {
-            body.insert(
-                "requiredLeases".into(),
-                leases.into_iter().collect::<Vec<_>>().into(),
-            );
-        }
-        if !kv.is_empty() {
-            body.insert("kv".into(), kv.into());
-        }
-        if !timers.is_empty() {
-            body.insert("timers".into(), timers.into());
-        }
-        if !self.positions.is_empty() {
-            body.insert("positions".into(), self.positions.clone().into());
-        }
-        Ok((Value::Object(body), deterministic))
+        let body = wire::Body {
+            operations: ops,
+            required_leases: leases,
+            kv,
+            timers,
+            positions: &self.positions,
+        };
+        let bytes =
+            serde_json::to_vec(&body).map_err(|e| Error::invalid("transaction", e.to_string()))?;
+        Ok((bytes, deterministic))
     }
 
     fn render_kv(&self) -> Result<Vec<Value>> {
@@ -736,13 +740,20 @@ impl TransactionBuilder {
     /// ```
     pub async fn commit(self) -> Result<Commit> {
         let (body, deterministic) = self.render()?;
+        let body = bytes::Bytes::from(body);
         let opts = Opts {
             replay: self.replay(deterministic),
             timeout: None,
         };
         let answer = self
             .client
-            .call::<()>(Method::POST, "/api/v1/transaction", None, Some(&body), opts)
+            .call::<()>(
+                Method::POST,
+                "/api/v1/transaction",
+                None,
+                Some(Body::Rendered(&body)),
+                opts,
+            )
             .await?;
         decode_commit(&answer)
     }
