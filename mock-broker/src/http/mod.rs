@@ -71,9 +71,18 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-/// Authenticates the call and checks its role for the route (401 without or with a bad
-/// token, 403 for too low a role), then hands the identity to the handler.
-async fn authenticate(State(s): State<AppState>, mut req: Request, next: Next) -> Response {
+/// Every request's gate, one middleware for both checks (each layer of axum's costs a
+/// boxed future and a clone of the route per request):
+///
+/// - once the broker is stopping, answers 503 `retry` with `Retry-After` and closes the
+///   connection, so clients go to another broker (or wait) instead of starting work
+///   that the shutdown would cut; requests already past this point finish normally;
+/// - authenticates the call and checks its role for the route (401 without or with a
+///   bad token, 403 for too low a role), then hands the identity to the handler.
+async fn gate(State(s): State<AppState>, mut req: Request, next: Next) -> Response {
+    if s.engine.is_closing() {
+        return closing();
+    }
     let Some(auth) = &s.auth else {
         return next.run(req).await;
     };
@@ -109,14 +118,8 @@ async fn authenticate(State(s): State<AppState>, mut req: Request, next: Next) -
     next.run(req).await
 }
 
-/// Once the broker is stopping, answers every new request 503 `retry` with
-/// `Retry-After` and closes the connection, so clients go to another broker (or wait)
-/// instead of starting work that the shutdown would cut. Requests already past this
-/// point finish normally.
-async fn refuse_while_closing(State(s): State<AppState>, req: Request, next: Next) -> Response {
-    if !s.engine.is_closing() {
-        return next.run(req).await;
-    }
+/// The answer to a request that arrives while the broker stops.
+fn closing() -> Response {
     let mut res = ApiError::from(crate::error::EngineError::ShuttingDown).into_response();
     res.headers_mut().insert(
         header::CONNECTION,
@@ -177,14 +180,7 @@ pub fn router(engine: Engine, auth: Option<Auth>) -> Router {
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            authenticate,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            refuse_while_closing,
-        ))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), gate))
         .layer(CatchPanicLayer::custom(on_panic))
         .with_state(state)
 }
