@@ -286,7 +286,7 @@ impl KvStore {
             .enumerate()
             .map(|(i, k)| k.checked_wire(&format!("operations[{i}] ({})", k.op)))
             .collect::<Result<Vec<_>>>()?;
-        let body = crate::json::object([("operations", Value::Array(wire))]);
+        let body = crate::json::object([("operations", serde_json::to_value(wire)?)]);
         let opts = Opts {
             replay,
             timeout: None,

@@ -231,8 +231,8 @@ impl Timers {
             .txn
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        let op = t.checked_wire("timer", Some(&txn))?;
-        self.send(op, Replay::Unsafe).await
+        let op = t.checked_wire("timer", Some(txn.as_str().into()))?;
+        self.send(serde_json::to_value(op)?, Replay::Unsafe).await
     }
 
     async fn send(&self, op: Value, replay: Replay) -> Result<TimerResult> {
@@ -347,7 +347,7 @@ impl Timers {
             ..Default::default()
         };
         let op = t.checked_wire("timer", None)?;
-        self.send(op, Replay::Safe).await
+        self.send(serde_json::to_value(op)?, Replay::Safe).await
     }
 
     /// The pending timer `queue/key`, with its payload; `None` when there is none.

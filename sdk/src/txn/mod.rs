@@ -27,6 +27,7 @@ pub(crate) mod results;
 mod ttl;
 mod wire;
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashSet};
 
 use reqwest::Method;
@@ -39,6 +40,8 @@ pub use results::{
     AckResult, Commit, Committed, KvResult, PositionResult, PushResult, StepResult, TimerResult,
 };
 pub use ttl::Ttl;
+
+use ops::{KvWire, TimerWire};
 
 use crate::client::{Body, Client, Opts, Replay};
 use crate::error::{Error, Result, RollbackReason};
@@ -641,7 +644,7 @@ impl TransactionBuilder {
         Ok((bytes, deterministic))
     }
 
-    fn render_kv(&self) -> Result<Vec<Value>> {
+    fn render_kv(&self) -> Result<Vec<KvWire<'_>>> {
         if self.kv.len() > validate::MAX_KV_OPS {
             return Err(Error::invalid(
                 "kv",
@@ -679,7 +682,7 @@ impl TransactionBuilder {
         Ok(out)
     }
 
-    fn render_timers(&self, acked: &[&str]) -> Result<Vec<Value>> {
+    fn render_timers(&self, acked: &[&str]) -> Result<Vec<TimerWire<'_>>> {
         let mut seen = HashSet::new();
         let mut out = Vec::with_capacity(self.timers.len());
         for (i, t) in self.timers.iter().enumerate() {
@@ -691,17 +694,17 @@ impl TransactionBuilder {
                 ));
             }
             let txn = match &t.txn {
-                Some(x) => Some(x.clone()),
+                Some(x) => Some(Cow::Borrowed(x.as_str())),
                 None if t.action == TimerAction::Cancel => None,
                 None if !acked.is_empty() => {
                     let mut parts = vec!["timer"];
                     parts.extend(acked.iter().copied());
                     parts.extend([t.queue.as_str(), t.key.as_str()]);
-                    Some(derive_id(&parts))
+                    Some(Cow::Owned(derive_id(&parts)))
                 }
                 None => None,
             };
-            out.push(t.checked_wire(&op, txn.as_deref())?);
+            out.push(t.checked_wire(&op, txn)?);
         }
         Ok(out)
     }

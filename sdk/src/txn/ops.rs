@@ -1,11 +1,12 @@
 //! The parts of a transaction: push items, KV operations, timers, positions.
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use super::ttl::Ttl;
 
@@ -496,43 +497,25 @@ impl KvOp {
     }
 
     /// The wire form (the value already checked).
-    pub(crate) fn to_wire(&self, value: Option<Value>) -> Value {
-        let mut m = Map::new();
-        m.insert("op".into(), self.op.into());
-        m.insert("ns".into(), self.ns.clone().into());
-        if self.op == "getMany" {
-            m.insert("keys".into(), self.keys.clone().into());
-        } else {
-            m.insert("key".into(), self.key.clone().into());
+    pub(crate) fn to_wire<'a>(&'a self, value: Option<&'a Value>) -> KvWire<'a> {
+        let getmany = self.op == "getMany";
+        KvWire {
+            op: self.op,
+            ns: &self.ns,
+            key: (!getmany).then_some(self.key.as_str()),
+            keys: getmany.then_some(self.keys.as_slice()),
+            value,
+            ttl_seconds: match self.ttl {
+                Some(Ttl::Seconds(s)) => Some(s),
+                _ => None,
+            },
+            forever: (self.ttl == Some(Ttl::Forever)).then_some(true),
+            expect: self.expect,
+            required: self.required.then_some(true),
+            delta: self.delta.as_ref(),
+            min: self.min.as_ref(),
+            max: self.max.as_ref(),
         }
-        if let Some(v) = value {
-            m.insert("value".into(), v);
-        }
-        match self.ttl {
-            Some(Ttl::Seconds(s)) => {
-                m.insert("ttlSeconds".into(), s.into());
-            }
-            Some(Ttl::Forever) => {
-                m.insert("forever".into(), true.into());
-            }
-            None => {}
-        }
-        if let Some(e) = self.expect {
-            m.insert("expect".into(), e.into());
-        }
-        if self.required {
-            m.insert("required".into(), true.into());
-        }
-        for (k, v) in [
-            ("delta", &self.delta),
-            ("min", &self.min),
-            ("max", &self.max),
-        ] {
-            if let Some(v) = v {
-                m.insert(k.into(), v.clone());
-            }
-        }
-        Value::Object(m)
     }
 }
 
@@ -799,36 +782,34 @@ impl Timer {
     }
 
     /// The wire form, with the resolved `txn`.
-    pub(crate) fn to_wire(
-        &self,
-        txn: Option<&str>,
+    pub(crate) fn to_wire<'a>(
+        &'a self,
+        txn: Option<Cow<'a, str>>,
         delay_ms: u64,
         payload: Option<&[u8]>,
-    ) -> Value {
+    ) -> TimerWire<'a> {
         let op = match self.action {
             TimerAction::Schedule => "schedule",
             TimerAction::Reschedule => "reschedule",
             TimerAction::Cancel => "cancel",
         };
-        let mut v = json!({"op": op, "queue": self.queue, "timerKey": self.key});
-        if self.action != TimerAction::Cancel {
-            v["delayMs"] = delay_ms.into();
-            v["payload"] = B64.encode(payload.unwrap_or_default()).into();
-            if let Some(p) = &self.partition {
-                v["partition"] = p.clone().into();
-            }
+        let scheduled = self.action != TimerAction::Cancel;
+        TimerWire {
+            op,
+            queue: &self.queue,
+            timer_key: &self.key,
+            delay_ms: scheduled.then_some(delay_ms),
+            payload: scheduled.then(|| B64.encode(payload.unwrap_or_default())),
+            partition: self.partition.as_deref().filter(|_| scheduled),
+            txn,
         }
-        if let Some(t) = txn {
-            v["txn"] = t.into();
-        }
-        v
     }
 }
 
 impl KvOp {
     /// Checks the operation's own rules (namespace, key, expiry, value size) and renders
     /// it, for calls outside a transaction (the standalone KV handle).
-    pub(crate) fn checked_wire(&self, op: &str) -> crate::Result<Value> {
+    pub(crate) fn checked_wire(&self, op: &str) -> crate::Result<KvWire<'_>> {
         use crate::{Error, validate};
         validate::ns(op, &self.ns)?;
         if self.op == "getMany" {
@@ -851,7 +832,7 @@ impl KvOp {
             None => None,
             Some(Err(e)) => return Err(Error::invalid(op, format!("value: {e}"))),
             Some(Ok(v)) => {
-                let len = serde_json::to_string(v).map(|s| s.len()).unwrap_or(0);
+                let len = validate::json_len(v);
                 if len > validate::MAX_VALUE_BYTES {
                     return Err(Error::invalid(
                         op,
@@ -861,7 +842,7 @@ impl KvOp {
                         ),
                     ));
                 }
-                Some(v.clone())
+                Some(v)
             }
         };
         Ok(self.to_wire(value))
@@ -871,7 +852,11 @@ impl KvOp {
 impl Timer {
     /// Checks the timer's own rules (queue, key, delay, payload) and renders it with
     /// `txn`, for calls outside a transaction (the standalone timers handle).
-    pub(crate) fn checked_wire(&self, op: &str, txn: Option<&str>) -> crate::Result<Value> {
+    pub(crate) fn checked_wire<'a>(
+        &'a self,
+        op: &str,
+        txn: Option<Cow<'a, str>>,
+    ) -> crate::Result<TimerWire<'a>> {
         use crate::{Error, validate};
         validate::name(op, &self.queue)?;
         if self.key.is_empty() {
@@ -883,7 +868,7 @@ impl Timer {
         if let Some(p) = &self.partition {
             validate::name(op, p)?;
         }
-        if let Some(t) = txn {
+        if let Some(t) = &txn {
             validate::transaction_id(op, t)?;
         }
         let delay = match &self.delay {
@@ -899,4 +884,50 @@ impl Timer {
         };
         Ok(self.to_wire(txn, delay, payload))
     }
+}
+
+/// A KV operation as the broker reads it, borrowed from its [`KvOp`].
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct KvWire<'a> {
+    op: &'static str,
+    ns: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keys: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forever: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expect: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    required: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delta: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max: Option<&'a Value>,
+}
+
+/// A timer operation as the broker reads it, borrowed from its [`Timer`].
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TimerWire<'a> {
+    op: &'static str,
+    queue: &'a str,
+    timer_key: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delay_ms: Option<u64>,
+    /// Base64 of the payload's bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    txn: Option<Cow<'a, str>>,
 }

@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::ops::{KvWire, TimerWire};
+
 /// `POST /api/v1/transaction`'s body. Empty parts are left out, as the broker expects.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -16,9 +18,9 @@ pub(crate) struct Body<'a> {
     #[serde(skip_serializing_if = "BTreeSet::is_empty")]
     pub required_leases: BTreeSet<&'a str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub kv: Vec<Value>,
+    pub kv: Vec<KvWire<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub timers: Vec<Value>,
+    pub timers: Vec<TimerWire<'a>>,
     #[serde(skip_serializing_if = "<[Value]>::is_empty")]
     pub positions: &'a [Value],
 }
