@@ -13,6 +13,7 @@ use tracing_subscriber::EnvFilter;
 /// Every request allocates on one tokio worker and frees on another or on the writer
 /// thread; glibc's malloc spent a quarter of the CPU on that under load (perf,
 /// ack-push at 64 clients), mimalloc a fraction of it.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -51,6 +52,11 @@ struct Args {
     #[arg(long, env = "QUEEN_STORAGE_CAP", value_parser = parse_size)]
     storage_cap: Option<u64>,
 
+    /// Most bytes of database pages kept in memory (suffixes as for --storage-cap): the
+    /// bound on the broker's resident memory whatever it stores.
+    #[arg(long, env = "QUEEN_CACHE_SIZE", value_parser = parse_size, default_value = "64MiB")]
+    cache_size: u64,
+
     /// Most connections served at once; more wait in the kernel's backlog.
     #[arg(long, env = "QUEEN_MAX_CONNECTIONS", default_value_t = 4096)]
     max_connections: usize,
@@ -87,6 +93,7 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!(data = %args.data.display(), "durable mode");
         builder = builder.data_file(&args.data);
     }
+    builder = builder.cache_size(usize::try_from(args.cache_size).unwrap_or(usize::MAX));
     if let Some(cap) = args.storage_cap {
         tracing::info!(cap_bytes = cap, "storage cap on");
         builder = builder.storage_cap(cap);

@@ -14,6 +14,7 @@ use queen_examples::load::{self, Args};
 
 /// The broker and the load generator share this process's two cores; glibc's malloc
 /// spent a quarter of them under contention (perf, ack-push at 64 workers).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
