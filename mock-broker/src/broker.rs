@@ -91,6 +91,7 @@ pub struct MockBrokerBuilder {
     clock: Arc<dyn Clock>,
     auth: Option<Auth>,
     storage_cap: Option<u64>,
+    cache_bytes: usize,
     serve: ServeOptions,
     drain: Duration,
 }
@@ -103,6 +104,7 @@ impl Default for MockBrokerBuilder {
             clock: Arc::new(SystemClock),
             auth: None,
             storage_cap: None,
+            cache_bytes: store::DEFAULT_CACHE_BYTES,
             serve: ServeOptions::default(),
             drain: Duration::ZERO,
         }
@@ -239,6 +241,23 @@ impl MockBrokerBuilder {
         self
     }
 
+    /// Keeps at most `bytes` of database pages in memory (default
+    /// [`DEFAULT_CACHE_BYTES`](crate::store::DEFAULT_CACHE_BYTES), 64 MiB). The broker's
+    /// resident memory is bounded by it whatever it stores; a larger cache serves a
+    /// working set that outgrows it from memory instead of the OS's page cache.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::builder().cache_size(16 << 20).start().await?;
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn cache_size(mut self, bytes: usize) -> Self {
+        self.cache_bytes = bytes;
+        self
+    }
+
     /// Serves at most `n` connections at once (default 4,096). Past that, new
     /// connections wait in the kernel's backlog until one closes, so a flood of sockets
     /// costs the broker no more than `n` tasks and descriptors.
@@ -316,9 +335,11 @@ impl MockBrokerBuilder {
             Storage::InMemory => None,
             Storage::File(p) => Some(p.clone()),
         };
-        let db = tokio::task::spawn_blocking(move || store::open(path.as_deref()))
-            .await
-            .expect("open task")?;
+        let cache = self.cache_bytes;
+        let db =
+            tokio::task::spawn_blocking(move || store::open_with_cache(path.as_deref(), cache))
+                .await
+                .expect("open task")?;
         let listener = TcpListener::bind(self.listen)
             .await
             .map_err(|source| StartError::Bind {

@@ -124,17 +124,30 @@ pub const TABLES: [Def; TABLE_COUNT] = [
     TableDefinition::new("requests"),
 ];
 
+/// redb's page cache when none is given: the pages a broker works on (partition
+/// heads, cursors, leases, recent messages) fit many times over, while the resident
+/// memory of a broker that has stored gigabytes stays bounded (redb's own default is
+/// 1 GiB); pages beyond it are read back through the OS's page cache.
+pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+
 /// Opens (creating if needed) the database file, or an in-memory one when `path` is
 /// `None`, and makes sure every table exists so readers never see a missing table.
 pub fn open(path: Option<&Path>) -> Result<Database, StoreError> {
+    open_with_cache(path, DEFAULT_CACHE_BYTES)
+}
+
+/// [`open`] with a page cache of at most `cache_bytes`.
+pub fn open_with_cache(path: Option<&Path>, cache_bytes: usize) -> Result<Database, StoreError> {
+    let mut builder = Database::builder();
+    builder.set_cache_size(cache_bytes);
     let db = match path {
         Some(p) => {
             if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).map_err(|e| StoreError::Redb(e.into()))?;
             }
-            Database::create(p)?
+            builder.create(p)?
         }
-        None => Database::builder().create_with_backend(InMemoryBackend::new())?,
+        None => builder.create_with_backend(InMemoryBackend::new())?,
     };
     let txn = db.begin_write()?;
     for def in TABLES {
