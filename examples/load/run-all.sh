@@ -53,6 +53,9 @@ for shape in $SHAPES; do
   for c in $CONCURRENCY; do
     p=$((c > PARTITIONS ? c : PARTITIONS))
     run "noop-$shape-$c" --against-noop --mode raw --shape "$shape" -c "$c" --partitions "$p"
+    if [ "$shape" != push ]; then
+      run "noop2-$shape-$c" --against-noop --noop-pop --mode raw --shape "$shape" -c "$c" --partitions "$p"
+    fi
     run "sdk-$shape-$c" --mode sdk --shape "$shape" -c "$c" --partitions "$p"
     run "raw-$shape-$c" --mode raw --shape "$shape" -c "$c" --partitions "$p"
   done
@@ -79,6 +82,9 @@ lat() { # NAME: p50/p99/p999 in ms
   l=$(jq -r '.latency_ms // empty | "\(.p50)/\(.p99)/\(.p999)"' "$OUT/$1.json")
   [ -n "$l" ] && awk -F/ '{printf "%.1f/%.1f/%.1f", $1, $2, $3}' <<<"$l" || echo "-"
 }
+wp99() { # NAME: the write call's p99 in ms
+  jq -r '.commit_latency_ms.p99 // empty' "$OUT/$1.json" | awk '{ if ($1 == "") print "-"; else printf "%.1f", $1 }'
+}
 gc() { # NAME: commits/s and average batch
   jq -r '.group_commit // empty | "\(.commits_per_s | floor)/s x\(.average_batch * 10 | floor / 10)"' "$OUT/$1.json"
 }
@@ -87,16 +93,18 @@ echo
 echo "queen load, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end;"
 echo "${DURATION}s measured per run after ${WARMUP}s warm-up; embedded file-backed (durable) broker, fresh per run;"
 echo "noop = the no-op axum server in-process, raw HTTP, same body as the shape's write call (no pop);"
+echo "noop+pop = the same with the pop's exchange too (a canned message): the shape's two HTTP exchanges, no broker work;"
 echo "ops/s = successful operations (ack-push and seed-step: pop + transaction, 2 requests) per second."
 echo
 {
-  echo "shape|workers|parts|noop ops/s|sdk ops/s|sdk/noop|raw ops/s|raw/noop|sdk/raw|sdk p50/p99/p999 ms|raw p50/p99/p999 ms|errors sdk/raw|rollbacks sdk/raw|group commit sdk|group commit raw|peak RSS MiB sdk/raw"
+  echo "shape|workers|parts|noop ops/s|noop+pop ops/s|sdk ops/s|sdk/noop|sdk/noop+pop|raw ops/s|raw/noop|raw/noop+pop|sdk/raw|sdk p50/p99/p999 ms|raw p50/p99/p999 ms|write call p99 ms sdk/raw|errors sdk/raw|rollbacks sdk/raw|group commit sdk|cpu us/op sdk/raw|peak RSS MiB sdk/raw"
   for shape in $SHAPES; do
     for c in $CONCURRENCY; do
       n=$(get "noop-$shape-$c" .throughput)
+      n2=$(get "noop2-$shape-$c" .throughput 2>/dev/null || true)
       s=$(get "sdk-$shape-$c" .throughput)
       r=$(get "raw-$shape-$c" .throughput)
-      echo "$shape|$c|$(get "sdk-$shape-$c" .partitions)|$(num "$n")|$(num "$s")|$(ratio "$s" "$n")|$(num "$r")|$(ratio "$r" "$n")|$(ratio "$s" "$r")|$(lat "sdk-$shape-$c")|$(lat "raw-$shape-$c")|$(get "sdk-$shape-$c" .errors)/$(get "raw-$shape-$c" .errors)|$(get "sdk-$shape-$c" .rollbacks)/$(get "raw-$shape-$c" .rollbacks)|$(gc "sdk-$shape-$c")|$(gc "raw-$shape-$c")|$(num "$(get "sdk-$shape-$c" .peak_rss_mib)")/$(num "$(get "raw-$shape-$c" .peak_rss_mib)")"
+      echo "$shape|$c|$(get "sdk-$shape-$c" .partitions)|$(num "$n")|$(num "$n2")|$(num "$s")|$(ratio "$s" "$n")|$(ratio "$s" "$n2")|$(num "$r")|$(ratio "$r" "$n")|$(ratio "$r" "$n2")|$(ratio "$s" "$r")|$(lat "sdk-$shape-$c")|$(lat "raw-$shape-$c")|$(wp99 "sdk-$shape-$c")/$(wp99 "raw-$shape-$c")|$(get "sdk-$shape-$c" .errors)/$(get "raw-$shape-$c" .errors)|$(get "sdk-$shape-$c" .rollbacks)/$(get "raw-$shape-$c" .rollbacks)|$(gc "sdk-$shape-$c")|$(num "$(get "sdk-$shape-$c" .cpu_us_per_op)")/$(num "$(get "raw-$shape-$c" .cpu_us_per_op)")|$(num "$(get "sdk-$shape-$c" .peak_rss_mib)")/$(num "$(get "raw-$shape-$c" .peak_rss_mib)")"
     done
   done
 } | column -t -s '|'
