@@ -26,6 +26,14 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     }
     check_portable(bytes)?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
+    // The plain parse first: tracking the path costs an allocation per field, and only a
+    // refusal needs it. A body that fails is parsed again, with the path, for the error.
+    if let Ok(value) = <T as serde::Deserialize>::deserialize(&mut de) {
+        de.end()
+            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
+        return Ok(value);
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
