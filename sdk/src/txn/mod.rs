@@ -789,7 +789,7 @@ pub(crate) fn decode_commit(answer: &crate::client::Answer) -> Result<Commit> {
             transaction_id: id,
             results: b
                 .results
-                .map(|r| r.iter().map(StepResult::parse).collect())
+                .map(|r| r.into_iter().map(StepResult::parse).collect())
                 .unwrap_or_default(),
             retried,
         })),

@@ -241,51 +241,51 @@ fn u(v: &Value, k: &str) -> usize {
 }
 
 impl StepResult {
-    /// Decodes one element of `results`.
-    pub(crate) fn parse(v: &Value) -> StepResult {
-        let index = u(v, "index");
+    /// Decodes one element of `results`, keeping it whole where the result has a `raw`.
+    pub(crate) fn parse(v: Value) -> StepResult {
+        let index = u(&v, "index");
         match v.get("type").and_then(Value::as_str) {
             Some("ack") => StepResult::Ack(AckResult {
                 index,
-                transaction_id: s(v, "transactionId").unwrap_or_default(),
+                transaction_id: s(&v, "transactionId").unwrap_or_default(),
                 dlq: v.get("dlq").and_then(Value::as_bool).unwrap_or(false),
             }),
             Some("push") => StepResult::Push(PushResult {
                 index,
-                transaction_id: s(v, "transactionId").unwrap_or_default(),
-                message_id: s(v, "messageId").unwrap_or_default(),
-                queue: s(v, "queueName").unwrap_or_default(),
+                transaction_id: s(&v, "transactionId").unwrap_or_default(),
+                message_id: s(&v, "messageId").unwrap_or_default(),
+                queue: s(&v, "queueName").unwrap_or_default(),
                 duplicate: v.get("duplicate").and_then(Value::as_bool).unwrap_or(false),
             }),
             Some("kv") => StepResult::Kv(KvResult {
                 index,
-                op_index: u(v, "opIndex"),
-                op: s(v, "op").unwrap_or_default(),
+                op_index: u(&v, "opIndex"),
+                op: s(&v, "op").unwrap_or_default(),
                 applied: v.get("applied").and_then(Value::as_bool),
-                reason: s(v, "reason"),
-                key: s(v, "key"),
+                reason: s(&v, "reason"),
+                key: s(&v, "key"),
                 value: v.get("value").cloned(),
                 version: v.get("version").and_then(Value::as_u64),
                 found: v.get("found").and_then(Value::as_bool),
-                raw: v.clone(),
+                raw: v,
             }),
             Some("timer") => StepResult::Timer(TimerResult {
                 index,
-                op_index: u(v, "opIndex"),
-                status: s(v, "status").unwrap_or_default(),
+                op_index: u(&v, "opIndex"),
+                status: s(&v, "status").unwrap_or_default(),
                 ok: v.get("ok").and_then(Value::as_bool).unwrap_or(false),
-                queue: s(v, "queue").unwrap_or_default(),
-                timer_key: s(v, "timerKey").unwrap_or_default(),
-                txn: s(v, "txn"),
-                message_id: s(v, "messageId"),
-                deliver_at: s(v, "deliverAt"),
+                queue: s(&v, "queue").unwrap_or_default(),
+                timer_key: s(&v, "timerKey").unwrap_or_default(),
+                txn: s(&v, "txn"),
+                message_id: s(&v, "messageId"),
+                deliver_at: s(&v, "deliverAt"),
             }),
             Some("position") => StepResult::Position(PositionResult {
                 index,
-                op_index: u(v, "opIndex"),
-                raw: v.clone(),
+                op_index: u(&v, "opIndex"),
+                raw: v,
             }),
-            _ => StepResult::Other(v.clone()),
+            _ => StepResult::Other(v),
         }
     }
 }
