@@ -26,8 +26,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::client::{Client, Opts};
+use crate::client::{Client, Opts, Replay};
 use crate::error::{Error, Result};
+use crate::json::render;
 use crate::message::decode;
 use crate::validate;
 
@@ -591,7 +592,7 @@ impl Client {
             body["mode"] = "replace".into();
         }
         let answer = self
-            .client_call(Method::POST, "/api/v1/configure", &body)
+            .post("/api/v1/configure", render(&body)?, Replay::Safe)
             .await?;
         let b = answer.value()?;
         if let Some(e) = b.get("error").and_then(Value::as_str) {
@@ -760,7 +761,7 @@ impl Client {
             SeekTo::End => json!({ "toEnd": true }),
             SeekTo::Time(t) => json!({ "timestamp": t }),
         };
-        let answer = self.client_call(Method::POST, path, &body).await?;
+        let answer = self.post(path, render(&body)?, Replay::Safe).await?;
         let b = answer.value()?;
         if b.get("success") == Some(&Value::Bool(false)) {
             return Err(Error::Api {

@@ -270,15 +270,6 @@ impl Opts {
     };
 }
 
-/// A request body.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Body<'a> {
-    /// A JSON tree, serialised for each attempt.
-    Json(&'a Value),
-    /// JSON already rendered (a transaction's body, rendered once for every attempt).
-    Rendered(&'a Bytes),
-}
-
 /// A successful answer, as the bytes that came: the hot calls (pop, transaction, push,
 /// ack) decode them straight into their typed answers, the rest through [`Answer::value`].
 #[derive(Debug)]
@@ -373,13 +364,24 @@ impl Client {
         }
     }
 
+    /// POSTs `body` (JSON, rendered with [`crate::json::render`]) with the retry policy,
+    /// replaying it as `replay` allows.
+    pub(crate) async fn post(&self, path: &str, body: Bytes, replay: Replay) -> Result<Answer> {
+        let opts = Opts {
+            replay,
+            timeout: None,
+        };
+        self.call::<()>(Method::POST, path, None, Some(&body), opts)
+            .await
+    }
+
     /// Sends one request with the retry policy; answers the decoded 2xx body.
     pub(crate) async fn call<Q: Serialize + ?Sized>(
         &self,
         method: Method,
         path: &str,
         query: Option<&Q>,
-        body: Option<Body<'_>>,
+        body: Option<&Bytes>,
         opts: Opts,
     ) -> Result<Answer> {
         let policy = &self.inner.retry;
@@ -404,29 +406,19 @@ impl Client {
                 .once(method.clone(), path, query, body, timeout)
                 .instrument(span)
                 .await;
-            let out = match out {
-                Err(Error::Transport(e))
-                    if cut_by_deadline
-                        && e.is_timeout()
-                        && tokio::time::Instant::now() >= deadline =>
-                {
-                    Err(())
-                }
-                out => Ok(out),
-            };
-            let out = match out {
-                Ok(out) => out,
-                Err(()) => {
-                    let err = Error::DeadlineExceeded { attempts: attempt };
-                    return Err(if opts.replay == Replay::Unsafe {
-                        Error::OutcomeUnknown {
-                            cause: Box::new(err),
-                        }
-                    } else {
-                        err
-                    });
-                }
-            };
+            let hit_deadline = cut_by_deadline
+                && matches!(&out, Err(Error::Transport(e)) if e.is_timeout())
+                && tokio::time::Instant::now() >= deadline;
+            if hit_deadline {
+                let err = Error::DeadlineExceeded { attempts: attempt };
+                return Err(if opts.replay == Replay::Unsafe {
+                    Error::OutcomeUnknown {
+                        cause: Box::new(err),
+                    }
+                } else {
+                    err
+                });
+            }
             let err = match out {
                 Ok(body) => {
                     return Ok(Answer {
@@ -475,7 +467,7 @@ impl Client {
         method: Method,
         path: &str,
         query: Option<&Q>,
-        body: Option<Body<'_>>,
+        body: Option<&Bytes>,
         timeout: Option<Duration>,
     ) -> Result<Bytes> {
         let mut req = self
@@ -491,14 +483,11 @@ impl Client {
         if let Some(t) = &self.inner.token {
             req = req.bearer_auth(t);
         }
-        match body {
-            Some(Body::Json(v)) => req = req.json(v),
-            Some(Body::Rendered(b)) => {
-                req = req
-                    .header(header::CONTENT_TYPE, "application/json")
-                    .body(b.clone());
-            }
-            None => {}
+        if let Some(b) = body {
+            // Rendered once by the caller; every attempt sends the same bytes.
+            req = req
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(b.clone());
         }
         let res = req.send().await?;
         let status = res.status();

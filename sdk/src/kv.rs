@@ -1,12 +1,12 @@
 //! Standalone KV (`POST /api/v1/kv`): reads and writes outside a transaction.
 
-use reqwest::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::client::{Body, Client, Opts, Replay};
+use crate::client::{Client, Replay};
 use crate::error::{Error, Result};
+use crate::json::{Operations, render};
 use crate::txn::{Kv, KvOp, KvResult, Ttl};
 
 /// Most operations in one standalone KV call.
@@ -286,21 +286,8 @@ impl KvStore {
             .enumerate()
             .map(|(i, k)| k.checked_wire(&format!("operations[{i}] ({})", k.op)))
             .collect::<Result<Vec<_>>>()?;
-        let body = crate::json::object([("operations", serde_json::to_value(wire)?)]);
-        let opts = Opts {
-            replay,
-            timeout: None,
-        };
-        let answer = self
-            .client
-            .call::<()>(
-                Method::POST,
-                "/api/v1/kv",
-                None,
-                Some(Body::Json(&body)),
-                opts,
-            )
-            .await?;
+        let body = render(&Operations { operations: wire })?;
+        let answer = self.client.post("/api/v1/kv", body, replay).await?;
         Ok((answer.value()?, answer.maybe_applied_before))
     }
 

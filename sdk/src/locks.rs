@@ -31,14 +31,14 @@
 use std::future::Future;
 use std::time::Duration;
 
-use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::client::{Body, Client, Opts, Replay};
+use crate::client::{Client, Replay};
 use crate::error::{Error, Result};
+use crate::json::{Operations, render};
 use crate::txn::LockGuard;
 
 /// The KV namespace of lock rows: slot `s` of the lock `name` is the row
@@ -528,20 +528,8 @@ impl Drop for Lock {
 
 /// Sends one lock operation and answers its result.
 async fn lock_call(client: &Client, op: Value, replay: Replay) -> Result<Value> {
-    let body = json!({ "operations": [op] });
-    let opts = Opts {
-        replay,
-        timeout: None,
-    };
-    let answer = client
-        .call::<()>(
-            Method::POST,
-            "/api/v1/locks",
-            None,
-            Some(Body::Json(&body)),
-            opts,
-        )
-        .await?;
+    let body = render(&Operations { operations: [op] })?;
+    let answer = client.post("/api/v1/locks", body, replay).await?;
     answer
         .value()?
         .get_mut("results")

@@ -8,9 +8,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::client::{Body, Client, Opts, Replay};
+use crate::client::{Client, Opts, Replay};
 use crate::error::{Error, Result};
-use crate::json::object;
+use crate::json::{object, render};
 use crate::validate;
 
 /// The consumer group of competing consumers: the group of a pop, a consumer or an ack
@@ -784,7 +784,7 @@ impl Client {
         }
         let body = object([("items", Value::Array(wire))]);
         let answer = self
-            .client_call(Method::POST, "/api/v1/push", &body)
+            .post("/api/v1/push", render(&body)?, Replay::Safe)
             .await?;
         decode(answer, "push answer")
     }
@@ -849,7 +849,7 @@ impl Client {
         }
         let body = object([("acknowledgments", Value::Array(acknowledgments))]);
         let answer = self
-            .client_call(Method::POST, "/api/v1/ack/batch", &body)
+            .post("/api/v1/ack/batch", render(&body)?, Replay::Safe)
             .await?;
         decode(answer, "ack answer")
     }
@@ -876,7 +876,7 @@ impl Client {
     pub async fn extend_lease(&self, lease_id: &str, by: Duration) -> Result<LeaseExtension> {
         let body = json!({ "seconds": by.as_secs().max(1) });
         let path = format!("/api/v1/lease/{}/extend", validate::segment(lease_id));
-        let answer = self.client_call(Method::POST, &path, &body).await?;
+        let answer = self.post(&path, render(&body)?, Replay::Safe).await?;
         let b = answer.value()?;
         let renewed = if b.get("success") == Some(&Value::Bool(true)) {
             b.get("renewed").and_then(Value::as_u64).unwrap_or(1)
@@ -891,17 +891,6 @@ impl Client {
             renewed,
             expires_at,
         })
-    }
-
-    /// A POST that is safe to replay.
-    pub(crate) async fn client_call(
-        &self,
-        method: Method,
-        path: &str,
-        body: &Value,
-    ) -> Result<crate::client::Answer> {
-        self.call::<()>(method, path, None, Some(Body::Json(body)), Opts::SAFE)
-            .await
     }
 }
 

@@ -6,9 +6,10 @@ use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::client::{Body, Client, Opts, Replay};
+use crate::client::{Client, Opts, Replay};
 use crate::error::{Error, Result};
-use crate::txn::{Timer, TimerAction, TimerResult};
+use crate::json::{Operations, render};
+use crate::txn::{Timer, TimerAction, TimerResult, TimerWire};
 use crate::validate;
 
 /// Largest standalone timer payload, decoded.
@@ -232,25 +233,12 @@ impl Timers {
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let op = t.checked_wire("timer", Some(txn.as_str().into()))?;
-        self.send(serde_json::to_value(op)?, Replay::Unsafe).await
+        self.send(op, Replay::Unsafe).await
     }
 
-    async fn send(&self, op: Value, replay: Replay) -> Result<TimerResult> {
-        let body = crate::json::object([("operations", Value::Array(vec![op]))]);
-        let opts = Opts {
-            replay,
-            timeout: None,
-        };
-        let answer = self
-            .client
-            .call::<()>(
-                Method::POST,
-                "/api/v1/timers",
-                None,
-                Some(Body::Json(&body)),
-                opts,
-            )
-            .await?;
+    async fn send(&self, op: TimerWire<'_>, replay: Replay) -> Result<TimerResult> {
+        let body = render(&Operations { operations: [op] })?;
+        let answer = self.client.post("/api/v1/timers", body, replay).await?;
         answer
             .value()?
             .get("results")
@@ -347,7 +335,7 @@ impl Timers {
             ..Default::default()
         };
         let op = t.checked_wire("timer", None)?;
-        self.send(serde_json::to_value(op)?, Replay::Safe).await
+        self.send(op, Replay::Safe).await
     }
 
     /// The pending timer `queue/key`, with its payload; `None` when there is none.

@@ -306,15 +306,9 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
     let (target, url, target_kind) = Target::start(args).await?;
     let out = drive(args, duration, &url, &target).await;
     target.shutdown().await;
-    let Drive {
-        tally,
-        latencies,
-        prefilled,
-        popped_total,
-        group_commit,
-        cpu_us_per_op,
-    } = out?;
-    let (latency_ms, commit_latency_ms) = latencies.summary();
+    let d = out?;
+    let tally = d.tally;
+    let (latency_ms, commit_latency_ms) = d.latencies.summary();
     let pops = !args.against_noop && args.shape != Shape::Push;
     Ok(Report {
         shape: args.shape.name().into(),
@@ -339,11 +333,11 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         rollbacks: tally.rollbacks.values().sum(),
         rollback_reasons: tally.rollbacks,
         empty_pops: tally.empty_pops,
-        prefilled,
-        input_exhausted: pops && popped_total >= prefilled,
-        group_commit,
+        prefilled: d.prefilled,
+        input_exhausted: pops && d.popped_total >= d.prefilled,
+        group_commit: d.group_commit,
         peak_rss_mib: report::peak_rss_mib(),
-        cpu_us_per_op,
+        cpu_us_per_op: d.cpu_us_per_op,
     })
 }
 

@@ -30,7 +30,6 @@ mod wire;
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashSet};
 
-use reqwest::Method;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -41,9 +40,10 @@ pub use results::{
 };
 pub use ttl::Ttl;
 
-use ops::{KvWire, TimerWire};
+use ops::KvWire;
+pub(crate) use ops::TimerWire;
 
-use crate::client::{Body, Client, Opts, Replay};
+use crate::client::{Client, Replay};
 use crate::error::{Error, Result, RollbackReason};
 use crate::ids::derive_id;
 use crate::message::{AckStatus, Message};
@@ -506,10 +506,10 @@ impl TransactionBuilder {
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        self.render().map(|(b, _)| b)
+        self.render().map(|(b, _)| b.into())
     }
 
-    fn render(&self) -> Result<(Vec<u8>, bool)> {
+    fn render(&self) -> Result<(bytes::Bytes, bool)> {
         if self.ops.is_empty()
             && self.kv.is_empty()
             && self.timers.is_empty()
@@ -639,9 +639,7 @@ impl TransactionBuilder {
             timers,
             positions: &self.positions,
         };
-        let bytes =
-            serde_json::to_vec(&body).map_err(|e| Error::invalid("transaction", e.to_string()))?;
-        Ok((bytes, deterministic))
+        Ok((crate::json::render(&body)?, deterministic))
     }
 
     fn render_kv(&self) -> Result<Vec<KvWire<'_>>> {
@@ -743,20 +741,9 @@ impl TransactionBuilder {
     /// ```
     pub async fn commit(self) -> Result<Commit> {
         let (body, deterministic) = self.render()?;
-        let body = bytes::Bytes::from(body);
-        let opts = Opts {
-            replay: self.replay(deterministic),
-            timeout: None,
-        };
         let answer = self
             .client
-            .call::<()>(
-                Method::POST,
-                "/api/v1/transaction",
-                None,
-                Some(Body::Rendered(&body)),
-                opts,
-            )
+            .post("/api/v1/transaction", body, self.replay(deterministic))
             .await?;
         decode_commit(&answer)
     }
