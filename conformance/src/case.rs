@@ -40,6 +40,9 @@ pub enum Capability {
     Locks,
     /// Cases that wait for real time to pass (lease expiry, timer firing).
     Time,
+    /// Queen 2's consumer-progress rules (`wire.md` 4a): ack as commit, subscriptions
+    /// per group, multi-partition pops, long polls woken by any partition.
+    Cursor,
 }
 
 /// Why a case failed: what was expected, what was seen, and the exchange that showed it.

@@ -11,12 +11,17 @@
 //!
 //! - a partition is an ordered log; a push of a `(partition, transactionId)` already
 //!   stored (or repeated earlier in the same call) is a duplicate of the original;
-//! - a pop serves a partition only when the group holds no live lease there, delivers
-//!   from the cursor in order, skipping done messages, and leases what it delivered;
+//! - the group's progress on a partition is one cursor (`wire.md` 4a, "ack as commit");
+//!   a pop serves a partition only when the group holds no live lease there, delivers
+//!   the contiguous run from the cursor, and leases it; a pop of any partition with
+//!   `partitions=N` claims every partition with work under one lease;
 //! - a fenced ack needs the partition's live lease for the group and a message inside
-//!   the leased batch, else `rejected_ack`; a `completed` ack of a message already
-//!   completed is a no-op; the cursor moves past every done message at its head, and the
-//!   lease is released when its whole batch is done;
+//!   the leased batch, else `rejected_ack`; a `completed` ack at offset k commits the
+//!   cursor to k+1 (every earlier message of the batch is done with it), one below the
+//!   cursor is a no-op, and the lease is released when the cursor reaches the batch end;
+//! - a named group in `new` mode is subscribed at its first pop of the queue: what
+//!   every partition held then is skipped, and everything pushed afterwards, on any
+//!   partition, new ones too, is delivered; `all` mode and queue mode read everything;
 //! - a transaction checks its acks, then its pushes (an item already stored:
 //!   `duplicate`; a repeat inside the call: stored once, `duplicate: true`), then its KV
 //!   operations (a lost `required` one: `kv_precondition`); the first guard that fires
@@ -28,7 +33,7 @@
 //! - a seek to the end moves the group's cursor to the end of every partition and
 //!   releases its leases there.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
@@ -55,10 +60,8 @@ pub struct Lease {
 pub struct Partition {
     /// The log, by offset.
     pub log: Vec<Stored>,
-    /// The group's next offset: everything before it is done.
+    /// The group's cursor: the next offset it reads; everything before it is done.
     pub cursor: u64,
-    /// Done messages at or after the cursor.
-    pub done: BTreeSet<u64>,
     /// The group's live lease, if any (leases in the tests never expire).
     pub lease: Option<Lease>,
 }
@@ -74,9 +77,9 @@ impl Partition {
         self.log.iter().position(|m| m.txn == txn).map(|o| o as u64)
     }
 
-    /// Whether the group is done with the message at `offset`.
+    /// Whether the group is done with the message at `offset` (it is below the cursor).
     pub fn is_done(&self, offset: u64) -> bool {
-        offset < self.cursor || self.done.contains(&offset)
+        offset < self.cursor
     }
 
     fn append(&mut self, txn: &str) -> u64 {
@@ -86,12 +89,18 @@ impl Partition {
         });
         self.log.len() as u64 - 1
     }
+}
 
-    fn advance(&mut self) {
-        while self.done.remove(&self.cursor) {
-            self.cursor += 1;
-        }
-    }
+/// Where a group starts reading (`subscriptionMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// From the beginning: `all`, and queue mode (which ignores the hints).
+    All,
+    /// `new`: from the group's first pop of the queue on; `subscribed` once it popped.
+    New {
+        /// Whether the first pop happened.
+        subscribed: bool,
+    },
 }
 
 /// The verdict on one item of `POST /api/v1/push`.
@@ -270,14 +279,38 @@ pub struct Model {
     pub parts: Vec<Partition>,
     /// The namespace's live keys.
     pub kv: BTreeMap<String, Value>,
+    /// The group's starting point.
+    pub start: Start,
 }
 
 impl Model {
-    /// An empty queue of `partitions` partitions and an empty namespace.
+    /// An empty queue of `partitions` partitions, a group that reads from the
+    /// beginning, and an empty namespace.
     pub fn new(partitions: usize) -> Self {
         Model {
             parts: vec![Partition::default(); partitions],
             kv: BTreeMap::new(),
+            start: Start::All,
+        }
+    }
+
+    /// The same, for a named group in `new` mode that has not popped yet.
+    pub fn new_mode(partitions: usize) -> Self {
+        Model {
+            start: Start::New { subscribed: false },
+            ..Model::new(partitions)
+        }
+    }
+
+    /// Records a pop of the group (before its answer is predicted): the first pop of a
+    /// `new` group fixes its start, so everything stored until now is skipped, on
+    /// every partition; partitions created later are read from their first message.
+    pub fn popping(&mut self) {
+        if self.start == (Start::New { subscribed: false }) {
+            self.start = Start::New { subscribed: true };
+            for p in &mut self.parts {
+                p.cursor = p.cursor.max(p.log.len() as u64);
+            }
         }
     }
 
@@ -309,15 +342,23 @@ impl Model {
         }
     }
 
-    /// The offsets a pop of up to `batch` from `part` delivers (empty: nothing).
+    /// The offsets a pop of up to `batch` from `part` delivers (empty: nothing): the
+    /// contiguous run from the cursor, unless the group holds a lease there.
     pub fn pop(&self, part: usize, batch: usize) -> Vec<u64> {
         let p = &self.parts[part];
         if p.lease.is_some() {
             return Vec::new();
         }
-        (p.cursor..p.log.len() as u64)
-            .filter(|o| !p.done.contains(o))
-            .take(batch)
+        (p.cursor..p.log.len() as u64).take(batch).collect()
+    }
+
+    /// What a pop of any partition with `partitions` at least the partition count and
+    /// a `batch` larger than the queue delivers: every partition with work that the
+    /// group holds no lease on, each with its whole run from the cursor.
+    pub fn pop_any(&self) -> Vec<(usize, Vec<u64>)> {
+        (0..self.parts.len())
+            .map(|i| (i, self.pop(i, usize::MAX)))
+            .filter(|(_, o)| !o.is_empty())
             .collect()
     }
 
@@ -333,7 +374,6 @@ impl Model {
     pub fn seek_to_end(&mut self) {
         for p in self.parts.iter_mut().filter(|p| p.exists()) {
             p.cursor = p.log.len() as u64;
-            p.done.clear();
             p.lease = None;
         }
     }
@@ -376,9 +416,10 @@ impl Model {
             if !fenced {
                 return rollback("rejected_ack", None);
             }
+            // Ack as commit: the cursor moves to offset + 1 (a repeat below it is a
+            // no-op); the lease ends when the cursor reaches the end of its batch.
             if !p.is_done(*offset) {
-                p.done.insert(*offset);
-                p.advance();
+                p.cursor = offset + 1;
                 let batch_done = p
                     .lease
                     .as_ref()
@@ -719,5 +760,84 @@ mod tests {
         m.push(1, "d");
         assert_eq!(m.pop(0, 5), vec![2]);
         assert_eq!(m.pop(1, 5), vec![0]);
+    }
+
+    #[test]
+    fn an_ack_commits_the_cursor_past_every_earlier_message_of_its_batch() {
+        let mut m = Model::new(1);
+        for t in ["a", "b", "c", "d"] {
+            m.push(0, t);
+        }
+        m.lease(0, "L1", m.pop(0, 3));
+        // The middle one: a and b are done, c stays out under the lease.
+        commit(
+            &mut m,
+            &Txn {
+                ops: vec![ack(0, 1, "L1")],
+                ..Default::default()
+            },
+        );
+        assert_eq!(m.parts[0].cursor, 2);
+        assert!(m.parts[0].lease.is_some());
+        assert!(m.pop(0, 5).is_empty(), "c is still leased");
+        // a is below the cursor: a no-op under the live lease.
+        let slots = commit(
+            &mut m,
+            &Txn {
+                ops: vec![ack(0, 0, "L1")],
+                ..Default::default()
+            },
+        );
+        assert_eq!((slots, m.parts[0].cursor), (vec![Slot::Ack], 2));
+        // The last one ends the batch and the lease.
+        commit(
+            &mut m,
+            &Txn {
+                ops: vec![ack(0, 2, "L1")],
+                ..Default::default()
+            },
+        );
+        assert!(m.parts[0].lease.is_none());
+        assert_eq!(m.pop(0, 5), vec![3]);
+        // Acking only the last message of a batch completes it at once.
+        m.push(0, "e");
+        m.lease(0, "L2", m.pop(0, 5));
+        commit(
+            &mut m,
+            &Txn {
+                ops: vec![ack(0, 4, "L2")],
+                ..Default::default()
+            },
+        );
+        assert!(m.parts[0].lease.is_none());
+        assert!(m.pop(0, 5).is_empty());
+        // And a fenced ack under the lease it released rolls back.
+        let (v, _) = m.transaction(&Txn {
+            ops: vec![ack(0, 3, "L2")],
+            ..Default::default()
+        });
+        assert_eq!(
+            v,
+            TxnVerdict::RolledBack {
+                reason: "rejected_ack",
+                kv: None
+            }
+        );
+    }
+
+    #[test]
+    fn a_new_group_skips_what_was_stored_before_its_first_pop_on_every_partition() {
+        let mut m = Model::new_mode(3);
+        m.push(0, "old");
+        m.popping();
+        assert!(m.pop_any().is_empty(), "the backlog is skipped");
+        m.popping();
+        m.push(0, "new");
+        m.push(2, "late");
+        assert_eq!(m.pop_any(), vec![(0, vec![1]), (2, vec![0])]);
+        let mut all = Model::new(3);
+        all.push(0, "old");
+        all.popping();
+        assert_eq!(all.pop_any(), vec![(0, vec![0])]);
     }
 }

@@ -18,12 +18,12 @@ pub const PROFILES: &[Profile] = &[
     Profile {
         name: "queen2",
         about: "Queen 2: everything (the default)",
-        caps: &[Core, Kv, Timers, Positions, Locks, Time],
+        caps: &[Core, Kv, Timers, Positions, Locks, Time, Cursor],
     },
     Profile {
         name: "queen2-fast",
         about: "Queen 2 without the cases that wait for real time (lease expiry, timer firing)",
-        caps: &[Core, Kv, Timers, Positions, Locks],
+        caps: &[Core, Kv, Timers, Positions, Locks, Cursor],
     },
     Profile {
         name: "v0",

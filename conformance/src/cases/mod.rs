@@ -1,6 +1,7 @@
 //! Every case, grouped by the part of the spec it checks.
 
 mod core;
+mod cursor;
 mod props;
 mod txn_acks;
 mod txn_parts;
@@ -13,6 +14,7 @@ use crate::case::Case;
 pub fn all_cases() -> Vec<Case> {
     let mut all = Vec::new();
     all.extend(core::cases());
+    all.extend(cursor::cases());
     all.extend(props::cases());
     all.extend(txn_acks::cases());
     all.extend(txn_parts::cases());

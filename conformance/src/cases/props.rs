@@ -46,7 +46,7 @@ pub fn cases() -> Vec<Case> {
         case!(
             "prop.model.queue",
             Must,
-            "Any sequence of pushes, pops, transactions of acks and pushes (some malformed) and resent transactions answers as the model of transaction.md predicts: a resent transaction is stopped only by a fenced ack whose lease the first commit released (rejected_ack) or a pushed transactionId already in the partition (duplicate); a rollback or a 400 writes nothing.",
+            "Any sequence of pushes, pops (of one partition, or of any partition with partitions=N), transactions of acks and pushes (some malformed) and resent transactions answers as the model of transaction.md and wire.md 4a predicts: an ack commits the cursor past its message and every earlier one of its batch, the last one ends the lease; a named group in the default mode new reads what was pushed after its first pop, on every partition, new ones too; a resent transaction is stopped only by a fenced ack whose lease the first commit released (rejected_ack) or a pushed transactionId already in the partition (duplicate); a rollback or a 400 writes nothing.",
             [Core],
             |cx: Ctx| property(
                 cx,
@@ -108,6 +108,9 @@ enum Step {
     Push(Vec<(u8, u8)>),
     /// Pop up to `batch` from one partition.
     Pop { part: u8, batch: u8 },
+    /// Pop any partition with `partitions` = every partition and a large batch: every
+    /// partition with work, drained in one answer under one lease.
+    PopAny,
     /// A transaction.
     Txn(TxnSpec),
     /// The last transaction's body, sent again.
@@ -250,20 +253,54 @@ fn step(f: Flags) -> BoxedStrategy<Step> {
         prop_oneof![
             3 => push,
             3 => pop,
+            1 => Just(Step::PopAny),
             5 => txn,
             2 => Just(Step::Resend),
             1 => Just(Step::Seek),
         ]
         .boxed()
     } else {
-        prop_oneof![3 => push, 3 => pop, 5 => txn, 2 => Just(Step::Resend)].boxed()
+        prop_oneof![
+            3 => push,
+            2 => pop,
+            2 => Just(Step::PopAny),
+            5 => txn,
+            2 => Just(Step::Resend)
+        ]
+        .boxed()
     }
 }
 
-/// A sequence: whether the group is `__QUEUE_MODE__` (else a named group subscribed
-/// with `subscriptionMode=all`), and its steps.
-fn sequence(f: Flags) -> impl Strategy<Value = (bool, Vec<Step>)> {
-    (any::<bool>(), prop::collection::vec(step(f), 1..=MAX_STEPS))
+/// Which group a sequence reads as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Group {
+    /// `__QUEUE_MODE__` (ignores the subscription hints, reads everything).
+    Queue,
+    /// A named group, `subscriptionMode=all` on every pop.
+    All,
+    /// A named group in its default mode, `new`: subscribed at its first pop (not
+    /// generated with seeks, whose effect on a later partition the spec leaves open).
+    New,
+}
+
+impl Group {
+    fn describe(self) -> &'static str {
+        match self {
+            Group::Queue => "group __QUEUE_MODE__",
+            Group::All => "a named group, subscriptionMode=all",
+            Group::New => "a named group in its default subscription mode (new)",
+        }
+    }
+}
+
+/// A sequence: the group it reads as, and its steps.
+fn sequence(f: Flags) -> impl Strategy<Value = (Group, Vec<Step>)> {
+    let group = if f.seek {
+        prop_oneof![Just(Group::Queue), Just(Group::All)].boxed()
+    } else {
+        prop_oneof![Just(Group::Queue), Just(Group::All), Just(Group::New)].boxed()
+    };
+    (group, prop::collection::vec(step(f), 1..=MAX_STEPS))
 }
 
 // ---------------------------------------------------------------------------------
@@ -303,14 +340,14 @@ fn check(cx: &Ctx, rt: &Handle, f: Flags) -> Result<(), Failure> {
     let started = Instant::now();
     let (seq, ran) = (AtomicU32::new(0), AtomicU32::new(0));
     let (failed, over) = (AtomicBool::new(false), AtomicBool::new(false));
-    let outcome = runner.run(&sequence(f), |(queue_mode, steps)| {
+    let outcome = runner.run(&sequence(f), |(group, steps)| {
         // Out of time before any failure: reject the rest (while shrinking, never).
         if !failed.load(Ordering::Relaxed) && started.elapsed() > GENERATE_BUDGET {
             over.store(true, Ordering::Relaxed);
             return Err(TestCaseError::reject("out of time"));
         }
         let n = seq.fetch_add(1, Ordering::Relaxed);
-        match rt.block_on(execute(cx, f, n, queue_mode, &steps)) {
+        match rt.block_on(execute(cx, f, n, group, &steps)) {
             Ok(()) => {
                 ran.fetch_add(1, Ordering::Relaxed);
                 Ok(())
@@ -329,15 +366,11 @@ fn check(cx: &Ctx, rt: &Handle, f: Flags) -> Result<(), Failure> {
     let how = format!("seed {seed}; rerun with --seed {seed} --only {}", f.id);
     match outcome {
         Ok(()) => Ok(()),
-        Err(TestError::Fail(reason, (queue_mode, steps))) => {
+        Err(TestError::Fail(reason, (group_kind, steps))) => {
             // Once more, so the report's exchange is the minimal sequence's failing step.
             let n = seq.fetch_add(1, Ordering::Relaxed);
-            let group = if queue_mode {
-                "group __QUEUE_MODE__"
-            } else {
-                "a named group, subscriptionMode=all"
-            };
-            Err(match rt.block_on(execute(cx, f, n, queue_mode, &steps)) {
+            let group = group_kind.describe();
+            Err(match rt.block_on(execute(cx, f, n, group_kind, &steps)) {
                 Err(m) => Failure::new(
                     m.expected,
                     format!(
@@ -375,20 +408,19 @@ struct Mismatch {
     log: Vec<String>,
 }
 
-async fn execute(
-    cx: &Ctx,
-    f: Flags,
-    n: u32,
-    queue_mode: bool,
-    steps: &[Step],
-) -> Result<(), Mismatch> {
+async fn execute(cx: &Ctx, f: Flags, n: u32, group: Group, steps: &[Step]) -> Result<(), Mismatch> {
     let mut x = Exec {
         cx,
         f,
         q: cx.name(&format!("q{n}")),
-        group: (!queue_mode).then(|| cx.name(&format!("g{n}"))),
+        group: (group != Group::Queue).then(|| cx.name(&format!("g{n}"))),
+        mode: group,
         ns: cx.ns(&format!("s{n}")),
-        model: Model::new(PARTS as usize),
+        model: if group == Group::New {
+            Model::new_mode(PARTS as usize)
+        } else {
+            Model::new(PARTS as usize)
+        },
         popped: Vec::new(),
         leases: Vec::new(),
         last: None,
@@ -465,6 +497,8 @@ struct Exec<'a> {
     q: String,
     /// `None`: `__QUEUE_MODE__`.
     group: Option<String>,
+    /// How the group subscribes.
+    mode: Group,
     ns: String,
     model: Model,
     popped: Vec<Popped>,
@@ -490,6 +524,7 @@ impl Exec<'_> {
         match s {
             Step::Push(items) => self.push(n, items).await,
             Step::Pop { part, batch } => self.pop(n, *part as usize, *batch as usize).await,
+            Step::PopAny => self.pop_any(n).await,
             Step::Txn(spec) => {
                 let (body, txn, what) = self.resolve(spec);
                 self.begin(n, what);
@@ -572,20 +607,137 @@ impl Exec<'_> {
         Ok(out.join(", "))
     }
 
+    /// The group's part of a pop's query: nothing in queue mode, `subscriptionMode=all`
+    /// for an `all` group, the default mode (`new`) for a `new` group.
+    fn group_query(&self) -> String {
+        match (&self.group, self.mode) {
+            (Some(g), Group::All) => format!("&consumerGroup={g}&subscriptionMode=all"),
+            (Some(g), _) => format!("&consumerGroup={g}"),
+            (None, _) => String::new(),
+        }
+    }
+
+    async fn pop_any(&mut self, n: usize) -> Check<String> {
+        self.begin(n, "pop any partition, partitions=all, batch 100".into());
+        if !self.model.queue_exists() {
+            return Ok("skipped: no queue yet".into());
+        }
+        let path = format!(
+            "/api/v1/pop/queue/{}?batch=100&partitions={PARTS}&leaseSeconds={LEASE_SECONDS}{}",
+            self.q,
+            self.group_query()
+        );
+        self.model.popping();
+        let predicted = self.model.pop_any();
+        let describe = |runs: &[(usize, Vec<String>)]| {
+            let parts: Vec<String> = runs
+                .iter()
+                .map(|(p, t)| format!("{}: [{}]", part_name(*p), t.join(", ")))
+                .collect();
+            format!("{{{}}}", parts.join("; "))
+        };
+        let wanted: Vec<(usize, Vec<String>)> = predicted
+            .iter()
+            .map(|(p, offs)| {
+                let log = &self.model.parts[*p].log;
+                (
+                    *p,
+                    offs.iter().map(|&o| log[o as usize].txn.clone()).collect(),
+                )
+            })
+            .collect();
+        let expected = if wanted.is_empty() {
+            "an empty pop (204)".to_string()
+        } else {
+            format!("a pop of {} under one lease", describe(&wanted))
+        };
+        let r = self.cx.get(&path).await.map_err(transport)?;
+        let msgs = match r.status {
+            204 => Vec::new(),
+            200 if r.body["success"] == json!(false) => {
+                return Err((expected, format!("a failed pop: {}", r.body)));
+            }
+            200 => match r.body["messages"].as_array() {
+                Some(m) => m.clone(),
+                None => return Err((expected, format!("HTTP 200 {}", r.body))),
+            },
+            s => return Err((expected, format!("HTTP {s} {}", r.body))),
+        };
+        // The answer, partition by partition, in the order each partition delivered.
+        let mut got: Vec<(usize, Vec<String>)> = Vec::new();
+        for m in &msgs {
+            let name = m["partition"].as_str().unwrap_or_default();
+            let Some(p) = (0..PARTS as usize).find(|&p| part_name(p) == name) else {
+                return Err((
+                    expected,
+                    format!("a message of partition {}", m["partition"]),
+                ));
+            };
+            let t = m["transactionId"].as_str().unwrap_or_default().to_string();
+            match got.iter_mut().find(|(q, _)| *q == p) {
+                Some((_, ts)) => ts.push(t),
+                None => got.push((p, vec![t])),
+            }
+        }
+        got.sort_by_key(|(p, _)| *p);
+        if got != wanted {
+            return Err((expected, format!("a pop of {}", describe(&got))));
+        }
+        if predicted.is_empty() {
+            return Ok("empty".into());
+        }
+        let Some(lease) = r.body["leaseId"].as_str().filter(|l| !l.is_empty()) else {
+            return Err((
+                "a leaseId".into(),
+                format!("leaseId = {}", r.body["leaseId"]),
+            ));
+        };
+        let lease = lease.to_string();
+        for (part, offsets) in predicted {
+            for &offset in &offsets {
+                let txn = self.model.parts[part].log[offset as usize].txn.clone();
+                let Some(m) = msgs.iter().find(|m| {
+                    m["partition"] == json!(part_name(part)) && m["transactionId"] == json!(txn)
+                }) else {
+                    continue;
+                };
+                want(
+                    "the message's leaseId (one lease for the pop)",
+                    lease.as_str(),
+                    &m["leaseId"],
+                )?;
+                let Some(pid) = m["partitionId"].as_str() else {
+                    return Err((
+                        "a partitionId string".into(),
+                        format!("partitionId = {}", m["partitionId"]),
+                    ));
+                };
+                self.popped.push(Popped {
+                    part,
+                    offset,
+                    txn,
+                    partition_id: pid.to_string(),
+                    lease: lease.clone(),
+                });
+            }
+            self.model.lease(part, &lease, offsets);
+        }
+        self.leases.push(lease);
+        Ok(format!("{} under L{}", describe(&got), self.leases.len()))
+    }
+
     async fn pop(&mut self, n: usize, part: usize, batch: usize) -> Check<String> {
         self.begin(n, format!("pop {} batch {batch}", part_name(part)));
         if !self.model.parts[part].exists() {
             return Ok("skipped: no such partition yet".into());
         }
-        let group = match &self.group {
-            Some(g) => format!("&consumerGroup={g}&subscriptionMode=all"),
-            None => String::new(),
-        };
+        let group = self.group_query();
         let path = format!(
             "/api/v1/pop/queue/{}/partition/{}?batch={batch}&leaseSeconds={LEASE_SECONDS}{group}",
             self.q,
             part_name(part)
         );
+        self.model.popping();
         let predicted = self.model.pop(part, batch);
         let names: Vec<String> = predicted
             .iter()
