@@ -292,6 +292,39 @@ async fn renew_or_release_with_a_stale_token_is_lost() {
 }
 
 #[tokio::test]
+async fn a_renew_sent_again_by_its_owner_with_the_old_token_still_renews() {
+    // The official client's `a_call_sent_again_by_its_owner_is_the_same_permit`: a
+    // renew whose answer was lost is sent again with the token it replaced.
+    let h = Harness::new().await;
+    let a = acquire(&h, "job", "me", 30, 1).await;
+    let again = acquire(&h, "job", "me", 30, 1).await;
+    assert_eq!(
+        (again["already"].clone(), token(&again)),
+        (json!(true), token(&a))
+    );
+    let t0 = token(&a);
+    let renew = json!({"op": "renew", "name": "job", "token": t0, "ttlSeconds": 30, "owner": "me"});
+    let first = one(&h, renew.clone()).await;
+    let resent = one(&h, renew).await;
+    assert_eq!(
+        (first["renewed"].clone(), resent["renewed"].clone()),
+        (json!(true), json!(true))
+    );
+    assert!(token(&resent) > token(&first), "{first} {resent}");
+    let stranger = one(
+        &h,
+        json!({"op": "renew", "name": "job", "token": t0, "ttlSeconds": 30, "owner": "somebody-else"}),
+    )
+    .await;
+    assert_eq!(stranger["renewed"], false, "{stranger}");
+    assert_eq!(stranger["holders"][0]["owner"], "me");
+    // The old token still releases nothing: only a renew is forgiven.
+    let release = one(&h, json!({"op": "release", "name": "job", "token": t0})).await;
+    assert_eq!(release["released"], false);
+    assert_eq!(get(&h, "job").await["holders"][0]["token"], token(&resent));
+}
+
+#[tokio::test]
 async fn release_frees_the_lock_for_another_owner() {
     let h = Harness::new().await;
     let a = acquire(&h, "job", "w1", 30, 1).await;

@@ -143,7 +143,17 @@ pub fn release_lease(
     Ok(true)
 }
 
-/// Moves the cursor past every done message at its head.
+/// Commits the cursor to `to` (never backwards): every message before it is done for
+/// the group, and their per-message marks are forgotten.
+pub fn commit(c: &mut ConsumerRecord, to: u64) {
+    if to > c.cursor {
+        c.pending = c.pending.split_off(&to);
+        c.cursor = to;
+    }
+}
+
+/// Moves the cursor past every settled message at its head (a message dead-lettered
+/// while a clamp held the cursor before it).
 pub fn advance(c: &mut ConsumerRecord) {
     while c.pending.get(&c.cursor).is_some_and(|s| s.done) {
         c.pending.remove(&c.cursor);
@@ -151,10 +161,10 @@ pub fn advance(c: &mut ConsumerRecord) {
     }
 }
 
-/// Whether every message delivered under the current lease has been acked.
-pub fn batch_resolved(c: &ConsumerRecord) -> bool {
+/// Whether messages delivered under the current lease remain at or after the cursor:
+/// the batch is not complete yet, so its lease stays.
+pub fn batch_open(c: &ConsumerRecord) -> bool {
     c.pending
-        .values()
-        .filter(|s| s.in_lease)
-        .all(|s| s.acked.is_some() || s.done)
+        .range(c.cursor..)
+        .any(|(_, s)| s.in_lease && !s.done)
 }

@@ -215,9 +215,21 @@ pub fn apply(tx: &mut Tx, tenant: &str, op: &LockOp) -> Result<Map<String, Value
         }
         LockKind::Renew | LockKind::Release => {
             let token = op.token.unwrap_or(0);
+            let slot_ok = |h: &&Holder| op.slot.is_none_or(|s| s == h.slot);
             let held = hs
                 .iter()
-                .find(|h| h.row.version == token && op.slot.is_none_or(|s| s == h.slot));
+                .filter(slot_ok)
+                .find(|h| h.row.version == token)
+                .or_else(|| {
+                    // A renew sent again after its answer was lost carries the token
+                    // that renew replaced: its owner still holds the permit. Only the
+                    // owner, and only an older token of the same slot.
+                    let owner = op.owner.as_deref().filter(|_| op.kind == LockKind::Renew)?;
+                    hs.iter().filter(slot_ok).find(|h| {
+                        h.row.version > token
+                            && h.info.get("owner").and_then(Value::as_str) == Some(owner)
+                    })
+                });
             match (held, &op.kind) {
                 (Some(h), LockKind::Renew) => {
                     let mut info = h.info.clone();
@@ -231,7 +243,7 @@ pub fn apply(tx: &mut Tx, tenant: &str, op: &LockOp) -> Result<Map<String, Value
                         h.slot,
                         op.ttl_seconds,
                         Some(info),
-                        Some(token),
+                        Some(h.row.version),
                     );
                     let a = kv::apply(tx, tenant, &w)?;
                     let token = a.result.get("version").and_then(Value::as_u64).unwrap_or(0);

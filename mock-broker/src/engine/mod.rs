@@ -20,6 +20,7 @@ pub mod pop;
 pub mod push;
 pub mod queues;
 pub mod requests;
+pub mod retention;
 pub mod timers;
 pub mod txn;
 
@@ -61,6 +62,9 @@ const TIMER_TICK: Duration = Duration::from_millis(100);
 
 /// Sweeps between purges of old request records.
 const PURGE_EVERY: u64 = 100;
+
+/// Sweeps between retention passes (and one at once when a manual clock moves).
+const RETENTION_EVERY: u64 = 10;
 
 /// The broker's semantics over one database. Cheap to clone: one reference count, as
 /// every request clones it (into the handler's state and through each middleware).
@@ -239,7 +243,8 @@ impl Engine {
         }
     }
 
-    /// Applies acks one by one; each has its own verdict.
+    /// Applies the acks of one call in order; each has its own verdict, and a nack
+    /// clamps its partition's cursor for the rest of the call (`wire.md` 4a).
     pub async fn ack(
         &self,
         tenant: &str,
@@ -249,10 +254,12 @@ impl Engine {
         self.shared
             .writer
             .submit(move |tx| {
+                let mut call = ack::AckCall::new();
                 let mut out = Vec::with_capacity(acks.len());
                 for a in &acks {
-                    out.push(ack::ack(tx, &tenant, a)?);
+                    out.push(ack::ack(tx, &tenant, a, &mut call)?);
                 }
+                call.finish(tx, &tenant)?;
                 Ok(out)
             })
             .await
@@ -451,7 +458,8 @@ impl Engine {
 
     /// Starts the timer scheduler: fires due timers as pushes through the writer (at
     /// least once, never early; pending timers are in the database, so they survive a
-    /// restart) and purges old request records. It stops when the engine closes.
+    /// restart), purges old request records and applies queues' retention
+    /// ([`retention`]). It stops when the engine closes.
     pub fn spawn_scheduler(&self) -> tokio::task::JoinHandle<()> {
         let engine = self.clone();
         tokio::spawn(async move {
@@ -464,13 +472,14 @@ impl Engine {
                         None => std::future::pending().await,
                     }
                 };
-                tokio::select! {
-                    _ = tokio::time::sleep(TIMER_TICK) => {}
-                    _ = jumped => {}
+                let moved = tokio::select! {
+                    _ = tokio::time::sleep(TIMER_TICK) => false,
+                    _ = jumped => true,
                     _ = closed => break,
-                }
+                };
                 sweeps += 1;
                 let purge = sweeps.is_multiple_of(PURGE_EVERY);
+                let retain = moved || sweeps.is_multiple_of(RETENTION_EVERY);
                 let fired = engine
                     .shared
                     .writer
@@ -478,6 +487,12 @@ impl Engine {
                         let n = timers::fire_due(tx)?;
                         if purge {
                             requests::purge(tx)?;
+                        }
+                        if retain {
+                            let gone = retention::sweep(tx, retention::SWEEP_BUDGET)?;
+                            if gone > 0 {
+                                tracing::debug!(deleted = gone, "retention");
+                            }
                         }
                         Ok(n)
                     })

@@ -96,6 +96,7 @@ pub fn pop(tx: &mut Tx, tenant: &str, req: &PopRequest) -> Result<PopOutcome, En
             let Some(q) = get_queue(tx, tenant, queue)? else {
                 return Ok(out);
             };
+            subscribe(tx, tenant, queue, req)?;
             let key = partition_key(tenant, queue, partition);
             if let Some(rec) = tx.get::<PartitionRecord>(T::Partitions, &key)? {
                 let entry = PartitionEntry {
@@ -107,11 +108,13 @@ pub fn pop(tx: &mut Tx, tenant: &str, req: &PopRequest) -> Result<PopOutcome, En
         }
         Target::Queue(queue) => {
             if let Some(q) = get_queue(tx, tenant, queue)? {
+                subscribe(tx, tenant, queue, req)?;
                 claim_any(tx, tenant, queue, &q, req, &mut out)?;
             }
         }
         Target::Discovery { namespace, task } => {
             for (queue, q) in matching_queues(tx, tenant, namespace.as_deref(), task.as_deref())? {
+                subscribe(tx, tenant, &queue, req)?;
                 claim_any(tx, tenant, &queue, &q, req, &mut out)?;
                 if !out.messages.is_empty() {
                     break;
@@ -137,6 +140,17 @@ pub fn pop(tx: &mut Tx, tenant: &str, req: &PopRequest) -> Result<PopOutcome, En
         );
     }
     Ok(out)
+}
+
+/// Fixes a named group's starting point on the queue at its first pop, once, for every
+/// partition: those created later are read from their first message (`wire.md` 4a).
+/// Recording it only when a partition was first met would make a group that popped an
+/// empty queue skip everything pushed before its next pop.
+fn subscribe(tx: &mut Tx, tenant: &str, queue: &str, req: &PopRequest) -> Result<(), StoreError> {
+    if req.group != super::QUEUE_MODE {
+        consumers::subscription(tx, tenant, queue, &req.group, req.start)?;
+    }
+    Ok(())
 }
 
 fn matching_queues(

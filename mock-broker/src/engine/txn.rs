@@ -318,6 +318,7 @@ pub fn run(tx: &mut Tx, tenant: &str, t: &Transaction, id: &str) -> Result<Value
 
     // 1. Acks.
     let leases = resolve_leases(t);
+    let mut call = ack::AckCall::new();
     let mut ack_no = 0;
     for (op, &slot) in t.ops.iter().zip(&op_slot) {
         let TxnOp::Ack(a) = op else { continue };
@@ -326,7 +327,7 @@ pub fn run(tx: &mut Tx, tenant: &str, t: &Transaction, id: &str) -> Result<Value
             ..a.clone()
         };
         ack_no += 1;
-        let out = ack::ack(tx, tenant, &resolved)?;
+        let out = ack::ack(tx, tenant, &resolved, &mut call)?;
         if !out.success {
             let why = out.error.unwrap_or_default();
             let error = format!(
@@ -340,6 +341,8 @@ pub fn run(tx: &mut Tx, tenant: &str, t: &Transaction, id: &str) -> Result<Value
             "transactionId": a.transaction_id, "error": null, "dlq": out.dlq,
         });
     }
+
+    call.finish(tx, tenant)?;
 
     // 2. Pushes. A repeat inside the call is first-wins; a key already in the
     // partition's window rolls everything back.

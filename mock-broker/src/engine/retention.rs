@@ -1,0 +1,134 @@
+//! Retention: deleting the messages a queue's retention options say to delete.
+//!
+//! A queue with `retentionEnabled: true` (the official wire types' gate: "retention only
+//! runs when this is on") loses, from the head of each partition's log:
+//! - with `retentionSeconds` N > 0, every message created more than N seconds ago,
+//!   consumed or not;
+//! - with `completedRetentionSeconds` N > 0, every message created more than N seconds
+//!   ago that is completed: below the cursor of every consumer group that has read the
+//!   partition (a partition nobody has read keeps everything).
+//!
+//! Both rules only ever remove a prefix of a log (creation times grow with offsets, and
+//! so does "below every cursor"), so a sweep walks each partition from its first stored
+//! message and stops at the first one it keeps. Cursors, leases and offsets are left as
+//! they are: a pop skips the gap, and an ack of a deleted message is unresolved. A
+//! message's dedup entry goes with it, so after retention its `transactionId` is new
+//! again. Sweeps run through the writer like every other write, in bounded steps, so a
+//! large backlog is worked off over several sweeps instead of stalling other commands.
+
+use serde_json::Value;
+
+use super::queues::list_partitions;
+use crate::store::keys::{Key, KeyReader};
+use crate::store::records::{self, ConsumerRecord, MessageRecord, QueueRecord, TxnRef};
+use crate::store::{StoreError, T, Tx};
+
+/// Most messages one sweep deletes; the rest waits for the next sweep.
+pub const SWEEP_BUDGET: usize = 10_000;
+
+/// The retention a queue's options ask for, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Policy {
+    /// Delete messages older than this many seconds; 0: off.
+    max_age: i64,
+    /// Delete completed messages older than this many seconds; 0: off.
+    completed_max_age: i64,
+}
+
+impl Policy {
+    fn of(q: &QueueRecord) -> Option<Policy> {
+        let o = &q.options;
+        if o.get("retentionEnabled").and_then(Value::as_bool) != Some(true) {
+            return None;
+        }
+        let secs = |k: &str| o.get(k).and_then(Value::as_i64).unwrap_or(0).max(0);
+        let p = Policy {
+            max_age: secs("retentionSeconds"),
+            completed_max_age: secs("completedRetentionSeconds"),
+        };
+        (p.max_age > 0 || p.completed_max_age > 0).then_some(p)
+    }
+}
+
+/// Deletes up to `budget` messages that retention no longer keeps, over every tenant's
+/// queues. Answers how many it deleted.
+pub fn sweep(tx: &mut Tx, budget: usize) -> Result<usize, StoreError> {
+    let mut queues = Vec::new();
+    tx.scan(T::Queues, &[], &[], |k, v| {
+        let mut r = KeyReader::new(k);
+        if let (Some(tenant), Some(queue)) = (r.str(), r.str())
+            && let Some(p) = Policy::of(&records::decode::<QueueRecord>(v)?)
+        {
+            queues.push((tenant, queue, p));
+        }
+        Ok(true)
+    })?;
+    let mut deleted = 0;
+    for (tenant, queue, policy) in queues {
+        for part in list_partitions(tx, &tenant, &queue)? {
+            if deleted >= budget {
+                return Ok(deleted);
+            }
+            deleted += trim(tx, &tenant, part.rec.id, policy, budget - deleted)?;
+        }
+    }
+    Ok(deleted)
+}
+
+/// Deletes the head of one partition's log that `policy` no longer keeps.
+fn trim(
+    tx: &mut Tx,
+    tenant: &str,
+    pid: u64,
+    policy: Policy,
+    budget: usize,
+) -> Result<usize, StoreError> {
+    let now = tx.now;
+    let older_than = |secs: i64| now.saturating_sub(secs.saturating_mul(1_000_000));
+    let completed_below = if policy.completed_max_age > 0 {
+        min_cursor(tx, tenant, pid)?
+    } else {
+        None
+    };
+    let prefix = Key::tenant(tenant).u64(pid).into_bytes();
+    let mut doomed: Vec<(u64, String)> = Vec::new();
+    tx.scan(T::Messages, &prefix, &prefix, |k, v| {
+        let offset = u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8-byte offset"));
+        let m: MessageRecord = records::decode(v)?;
+        let expired = policy.max_age > 0 && m.created_at < older_than(policy.max_age);
+        let completed = completed_below.is_some_and(|c| offset < c)
+            && m.created_at < older_than(policy.completed_max_age);
+        if !(expired || completed) {
+            return Ok(false);
+        }
+        doomed.push((offset, m.txn));
+        Ok(doomed.len() < budget)
+    })?;
+    for (offset, txn) in &doomed {
+        tx.delete(
+            T::Messages,
+            Key::tenant(tenant).u64(pid).u64(*offset).into_bytes(),
+        );
+        let idx = Key::tenant(tenant).u64(pid).str(txn).into_bytes();
+        // A later message may have reused the id after the dedup window: keep its entry.
+        if tx
+            .get::<TxnRef>(T::TxnIndex, &idx)?
+            .is_some_and(|r| r.offset == *offset)
+        {
+            tx.delete(T::TxnIndex, idx);
+        }
+    }
+    Ok(doomed.len())
+}
+
+/// The lowest cursor of the groups that have read the partition, if any has.
+fn min_cursor(tx: &Tx, tenant: &str, pid: u64) -> Result<Option<u64>, StoreError> {
+    let prefix = Key::tenant(tenant).u64(pid).into_bytes();
+    let mut min: Option<u64> = None;
+    tx.scan(T::Consumers, &prefix, &prefix, |_, v| {
+        let c: ConsumerRecord = records::decode(v)?;
+        min = Some(min.map_or(c.cursor, |m| m.min(c.cursor)));
+        Ok(true)
+    })?;
+    Ok(min)
+}
