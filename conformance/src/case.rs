@@ -85,6 +85,71 @@ pub struct Case {
     pub run: fn(Ctx) -> CaseFuture,
 }
 
+impl Case {
+    /// The section of the spec the case's rule comes from (see [`spec_section`]).
+    pub fn section(&self) -> &'static str {
+        spec_section(self.id)
+    }
+}
+
+/// Where in the spec the rules of a case id come from: the document and section,
+/// chosen by the id's longest known prefix.
+pub fn spec_section(id: &str) -> &'static str {
+    const SECTIONS: &[(&str, &str)] = &[
+        ("core.health", "wire.md §12 Health"),
+        ("core.errors", "wire.md §1 Conventions"),
+        ("core.push", "wire.md §3 Push"),
+        ("core.pop", "wire.md §4 Pop"),
+        ("core.ack", "wire.md §5 Ack"),
+        ("core.lease", "wire.md §6 Leases"),
+        ("core.kv", "wire.md §9 KV"),
+        ("core.timers", "wire.md §10 Timers"),
+        ("core.cursor.pop", "wire.md §4 Pop"),
+        (
+            "core.cursor.subscription",
+            "wire.md §4a Consumer progress (Subscription), §4 Pop",
+        ),
+        (
+            "core.cursor",
+            "wire.md §4a Consumer progress: ack as commit, §5 Ack",
+        ),
+        (
+            "txn.cursor",
+            "wire.md §4a Consumer progress: ack as commit; transaction.md Ack operation",
+        ),
+        (
+            "txn.ack.status",
+            "transaction.md Ack operation; wire.md §5 Ack",
+        ),
+        ("txn.ack", "transaction.md How an ack finds its lease"),
+        (
+            "txn.shape",
+            "transaction.md Request, Limits; wire.md §1 Conventions",
+        ),
+        ("txn.rollback", "transaction.md Rollback reasons"),
+        ("txn.retry", "transaction.md Retries"),
+        ("txn.kv", "transaction.md KV operations"),
+        ("txn.timers", "transaction.md Timer operations, Limits"),
+        ("txn.positions", "transaction.md Positions; wire.md §7"),
+        ("txn.example", "transaction.md Example"),
+        (
+            "txn.index",
+            "wire.md §13 The transaction's result index space",
+        ),
+        ("txn.push", "transaction.md Push operation"),
+        ("txn.v0", "transaction-v0-postgres.md"),
+        (
+            "prop.",
+            "transaction.md Retries, Rollback reasons; wire.md §4a",
+        ),
+    ];
+    SECTIONS
+        .iter()
+        .filter(|(prefix, _)| id.starts_with(prefix))
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map_or("transaction.md", |(_, s)| s)
+}
+
 impl std::fmt::Debug for Case {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Case")

@@ -20,17 +20,23 @@
 
 #![warn(missing_docs)]
 
+pub mod baseline;
 pub mod case;
 pub mod cases;
 pub mod ctx;
+pub mod diff;
 pub mod model;
+pub mod probe;
 pub mod profile;
 pub mod report;
 pub mod runner;
 
-pub use case::{Capability, Case, Failure, Level};
+pub use baseline::{Baseline, Comparison};
+pub use case::{Capability, Case, Failure, Level, spec_section};
 pub use cases::all_cases;
 pub use ctx::Ctx;
+pub use diff::Diff;
+pub use probe::{NotReady, Probe, probe, wait_ready};
 pub use profile::{PROFILES, Profile};
 pub use report::{CaseResult, Report, Status};
 pub use runner::{RunConfig, run};

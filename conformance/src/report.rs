@@ -27,6 +27,9 @@ pub struct CaseResult {
     pub level: Level,
     /// The sentence it checks.
     pub rule: String,
+    /// Where in the spec the sentence comes from.
+    #[serde(default)]
+    pub section: String,
     /// The outcome.
     #[serde(flatten)]
     pub status: Status,
@@ -119,13 +122,21 @@ impl Report {
                     r.level.as_str(),
                     r.rule
                 );
+                if !r.section.is_empty() {
+                    let _ = writeln!(out, "  spec:     {}", r.section);
+                }
                 let _ = writeln!(out, "  expected: {}\n  actual:   {}", f.expected, f.actual);
                 if let Some(x) = &f.exchange {
                     let _ = writeln!(out, "  request:  {}", x.request);
                     if let Some(b) = &x.body {
-                        let _ = writeln!(out, "            {b}");
+                        let _ = writeln!(out, "            {}", cut(&b.to_string()));
                     }
-                    let _ = writeln!(out, "  response: HTTP {} {}", x.status, x.answer);
+                    let _ = writeln!(
+                        out,
+                        "  response: HTTP {} {}",
+                        x.status,
+                        cut(&x.answer.to_string())
+                    );
                 }
             }
         }
@@ -135,6 +146,33 @@ impl Report {
             "\n{p} passed, {f} failed, {s} skipped in {:.1} s",
             self.millis as f64 / 1000.0
         );
+        out
+    }
+
+    /// The report as Markdown: the totals, then a table of the failed cases.
+    pub fn to_markdown(&self) -> String {
+        let (p, f, s) = self.counts();
+        let mut out = format!(
+            "### queen-conformance against `{}` (profile {})\n\n{p} passed, {f} failed, {s} skipped\n",
+            self.url, self.profile
+        );
+        if f > 0 {
+            out.push_str("\n| case | level | spec | expected | actual |\n|---|---|---|---|---|\n");
+            for r in &self.results {
+                if let Status::Fail(fl) = &r.status {
+                    let cell = |t: &str| cut(t).replace('|', "\\|").replace('\n', " ");
+                    let _ = writeln!(
+                        out,
+                        "| `{}` | {} | {} | {} | {} |",
+                        r.id,
+                        r.level.as_str(),
+                        cell(&r.section),
+                        cell(&fl.expected),
+                        cell(&fl.actual)
+                    );
+                }
+            }
+        }
         out
     }
 
@@ -169,8 +207,9 @@ impl Report {
                 }
                 Status::Fail(fl) => {
                     let detail = format!(
-                        "rule: {}\nexpected: {}\nactual: {}\nexchange: {}",
+                        "rule: {}\nspec: {}\nexpected: {}\nactual: {}\nexchange: {}",
                         r.rule,
+                        r.section,
                         fl.expected,
                         fl.actual,
                         serde_json::to_string(&fl.exchange).unwrap_or_default()
@@ -188,6 +227,26 @@ impl Report {
         out.push_str("</testsuite></testsuites>\n");
         out
     }
+}
+
+/// How much of a request or answer body the text report keeps.
+pub const TEXT_BODY_LIMIT: usize = 2048;
+
+/// `body` cut to its first [`TEXT_BODY_LIMIT`] bytes (on a character boundary), with a
+/// note of how many bytes were cut; whole when it is short enough.
+pub fn cut(body: &str) -> String {
+    if body.len() <= TEXT_BODY_LIMIT {
+        return body.to_string();
+    }
+    let mut end = TEXT_BODY_LIMIT;
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… [{} more bytes cut; the JSON and JUnit reports keep the whole body]",
+        &body[..end],
+        body.len() - end
+    )
 }
 
 fn esc(s: &str) -> String {

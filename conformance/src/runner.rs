@@ -66,13 +66,18 @@ pub fn selected(id: &str, pattern: Option<&str>) -> bool {
     parts.last().is_none_or(|l| l.is_empty() || id.ends_with(l))
 }
 
+/// The HTTP client of a run: one request may take 45 s.
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(45))
+        .build()
+        .expect("an HTTP client")
+}
+
 /// Runs `cases` under `cfg`.
 pub async fn run(cfg: &RunConfig, cases: Vec<Case>) -> Report {
     let started = Instant::now();
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(45))
-        .build()
-        .expect("an HTTP client");
+    let http = http_client();
     let settings = crate::Settings {
         prop_cases: cfg.prop_cases,
         seed: cfg.seed,
@@ -81,18 +86,19 @@ pub async fn run(cfg: &RunConfig, cases: Vec<Case>) -> Report {
         .into_iter()
         .filter(|c| selected(c.id, cfg.only.as_deref()))
         .map(|case| {
-            let missing: Vec<String> = case
+            let missing: Vec<crate::case::Capability> = case
                 .needs
                 .iter()
-                .filter(|n| !cfg.profile.caps.contains(n))
-                .map(|n| format!("{n:?}"))
+                .copied()
+                .filter(|n| !cfg.profile.has(*n))
                 .collect();
+            let skip = (!missing.is_empty()).then(|| cfg.profile.skip_reason(&missing));
             let ctx = Ctx::new(http.clone(), &cfg.url, cfg.token.clone(), case.id)
                 .with_settings(settings);
             async move {
                 let t0 = Instant::now();
-                let status = if !missing.is_empty() {
-                    Status::Skip(format!("profile lacks {}", missing.join(", ")))
+                let status = if let Some(why) = skip {
+                    Status::Skip(why)
                 } else {
                     match tokio::time::timeout(CASE_TIMEOUT, (case.run)(ctx.clone())).await {
                         Ok(Ok(())) => Status::Pass,
@@ -110,6 +116,7 @@ pub async fn run(cfg: &RunConfig, cases: Vec<Case>) -> Report {
                     id: case.id.to_string(),
                     level: case.level,
                     rule: case.rule.to_string(),
+                    section: case.section().to_string(),
                     status,
                     millis: t0.elapsed().as_millis() as u64,
                 }

@@ -36,6 +36,7 @@ fn synthetic() -> Report {
                 id: "syn.ok.passes".into(),
                 level: Level::Must,
                 rule: "It passes.".into(),
+                section: "wire.md §5 Ack".into(),
                 status: Status::Pass,
                 millis: 5,
             },
@@ -43,6 +44,7 @@ fn synthetic() -> Report {
                 id: "syn.bad.fails".into(),
                 level: Level::Should,
                 rule: "It fails <loudly> & \"quotes\" 'too'.".into(),
+                section: "wire.md §5 Ack".into(),
                 status: Status::Fail(Failure {
                     exchange: Some(exchange.into()),
                     ..Failure::new("success = false <&>", "success = true")
@@ -53,6 +55,7 @@ fn synthetic() -> Report {
                 id: "syn.skipped".into(),
                 level: Level::Must,
                 rule: "It needs KV.".into(),
+                section: "wire.md §5 Ack".into(),
                 status: Status::Skip("profile lacks Kv".into()),
                 millis: 0,
             },
@@ -207,6 +210,47 @@ fn a_synthetic_report_round_trips_through_json_and_junit() {
     let text = report.to_text();
     assert!(text.contains("1 passed, 1 failed, 1 skipped"), "{text}");
     assert!(text.contains("FAIL syn.bad.fails [SHOULD]"), "{text}");
+    assert!(text.contains("  spec:     wire.md §5 Ack"), "{text}");
+}
+
+#[test]
+fn the_text_report_cuts_long_bodies_and_json_and_junit_keep_them() {
+    let mut report = synthetic();
+    let big = "x".repeat(1 << 20);
+    let Status::Fail(f) = &mut report.results[1].status else {
+        unreachable!()
+    };
+    let x = f.exchange.as_mut().expect("an exchange");
+    x.body = Some(json!({"payload": big}));
+    x.answer = json!({"echo": big});
+    let text = report.to_text();
+    assert!(
+        text.len() < 16 * 1024,
+        "the text report is {} bytes",
+        text.len()
+    );
+    let whole = json!({"payload": big}).to_string().len();
+    let kept = queen_conformance::report::TEXT_BODY_LIMIT;
+    assert!(
+        text.contains(&format!("{} more bytes cut", whole - kept)),
+        "{}",
+        &text[..4096.min(text.len())]
+    );
+    let v: Value = serde_json::from_str(&report.to_json()).expect("JSON");
+    assert_eq!(
+        v["results"][1]["detail"]["exchange"]["body"]["payload"],
+        json!(big)
+    );
+    assert_eq!(
+        v["results"][1]["detail"]["exchange"]["answer"]["echo"],
+        json!(big)
+    );
+    assert!(
+        report.to_junit().contains(&big),
+        "JUnit keeps the whole body"
+    );
+    // Short bodies are printed whole.
+    assert_eq!(queen_conformance::report::cut("short"), "short");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -252,8 +252,8 @@ fn step(f: Flags) -> BoxedStrategy<Step> {
     if f.seek {
         prop_oneof![
             3 => push,
-            3 => pop,
-            1 => Just(Step::PopAny),
+            2 => pop,
+            2 => Just(Step::PopAny),
             5 => txn,
             2 => Just(Step::Resend),
             1 => Just(Step::Seek),
