@@ -46,7 +46,8 @@ struct Args {
     /// the broker with harmless requests, print what it has, skip what it lacks).
     #[arg(long, default_value = "queen2")]
     profile: String,
-    /// Only cases whose id contains PATTERN (or matches it, with * wildcards).
+    /// Only cases whose id contains PATTERN (or matches it, with * wildcards); several
+    /// patterns separated by commas select the cases of any of them.
     #[arg(long, value_name = "PATTERN")]
     only: Option<String>,
     /// Report format (markdown: a summary for a pull-request comment).

@@ -46,9 +46,17 @@ impl RunConfig {
     }
 }
 
-/// Whether `id` is selected by `pattern` (a substring, or a glob with `*`).
+/// Whether `id` is selected by `pattern`: a substring, or a glob with `*`, or several
+/// of those separated by commas (any of them).
 pub fn selected(id: &str, pattern: Option<&str>) -> bool {
     let Some(p) = pattern else { return true };
+    p.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .any(|p| selected_by(id, p))
+}
+
+fn selected_by(id: &str, p: &str) -> bool {
     if !p.contains('*') {
         return id.contains(p);
     }
@@ -147,5 +155,8 @@ mod tests {
         assert!(selected("txn.ack.fenced", Some("txn.*")));
         assert!(!selected("txn.ack.fenced", Some("kv.*")));
         assert!(!selected("txn.ack.fenced", Some("*.unfenced")));
+        assert!(selected("txn.ack.fenced", Some("core.health,txn.*")));
+        assert!(selected("core.health", Some("core.health, txn.*")));
+        assert!(!selected("core.kv.put-get", Some("core.health,txn.*")));
     }
 }

@@ -7,16 +7,12 @@
 //! so both runs generate the same sequences and a failure through the proxy is the
 //! proxy's doing.
 
-use std::sync::Arc;
+mod support;
 
-use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
 use queen_conformance::{Case, Report, RunConfig, Status, all_cases, run};
 use queen_mock_broker::MockBroker;
-use serde_json::{Value, json};
+use serde_json::json;
+use support::{Breakage, start_proxy};
 
 /// The rule cases every proxy below breaks.
 const RULE_CASES: [&str; 2] = [
@@ -26,133 +22,6 @@ const RULE_CASES: [&str; 2] = [
 
 /// The properties' seed, shared by the direct and the proxied runs.
 const SEED: u64 = 1;
-
-/// The one rule a proxy breaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Breakage {
-    /// (a) Flips `success` of every transaction answer.
-    FlipSuccess,
-    /// (b) Drops `reason` from rollbacks.
-    DropReason,
-    /// (c) When a transaction rolls back, pushes its items anyway.
-    ForwardRolledBack,
-}
-
-struct Proxy {
-    upstream: String,
-    http: reqwest::Client,
-    breaks: Breakage,
-}
-
-impl Proxy {
-    /// Rewrites a transaction's answer (and, for (c), lands its rolled-back pushes).
-    async fn tamper(&self, request: &[u8], answer: Vec<u8>) -> Vec<u8> {
-        let Ok(mut v) = serde_json::from_slice::<Value>(&answer) else {
-            return answer;
-        };
-        let rolled_back = v["success"] == json!(false);
-        match self.breaks {
-            Breakage::FlipSuccess => {
-                if let Some(b) = v["success"].as_bool() {
-                    v["success"] = json!(!b);
-                }
-            }
-            Breakage::DropReason => {
-                if let (true, Some(o)) = (rolled_back, v.as_object_mut()) {
-                    o.remove("reason");
-                }
-            }
-            Breakage::ForwardRolledBack => {
-                if rolled_back {
-                    let body: Value = serde_json::from_slice(request).unwrap_or_default();
-                    let items = pushed_items(&body);
-                    if !items.is_empty() {
-                        let url = format!("{}/api/v1/push", self.upstream);
-                        let sent = self.http.post(url).json(&json!({"items": items})).send();
-                        let status = sent.await.map(|r| r.status().as_u16());
-                        assert!(
-                            matches!(status, Ok(200..300)),
-                            "the proxy's forwarded push failed: {status:?}"
-                        );
-                    }
-                }
-            }
-        }
-        serde_json::to_vec(&v).expect("JSON")
-    }
-}
-
-/// Every pushed item of a transaction body (inline ones too).
-fn pushed_items(body: &Value) -> Vec<Value> {
-    let mut items = Vec::new();
-    for op in body["operations"].as_array().into_iter().flatten() {
-        if op["type"] != json!("push") {
-            continue;
-        }
-        match op["items"].as_array() {
-            Some(list) => items.extend(list.iter().cloned()),
-            None => {
-                let mut item = op.clone();
-                if let Some(o) = item.as_object_mut() {
-                    o.remove("type");
-                }
-                items.push(item);
-            }
-        }
-    }
-    items
-}
-
-async fn forward(
-    State(p): State<Arc<Proxy>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let path = uri.path_and_query().map_or("/", |pq| pq.as_str());
-    let m = reqwest::Method::from_bytes(method.as_str().as_bytes()).expect("a method");
-    let mut req = p.http.request(m, format!("{}{path}", p.upstream));
-    for name in [header::CONTENT_TYPE, header::AUTHORIZATION] {
-        if let Some(v) = headers.get(&name).and_then(|v| v.to_str().ok()) {
-            req = req.header(name.as_str(), v);
-        }
-    }
-    let res = match req.body(body.to_vec()).send().await {
-        Ok(r) => r,
-        Err(e) => return (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
-    };
-    let status = StatusCode::from_u16(res.status().as_u16()).expect("a status");
-    let mut answer = res.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
-    if method == Method::POST && uri.path() == "/api/v1/transaction" {
-        answer = p.tamper(&body, answer).await;
-    }
-    let mut out = Response::new(Body::from(answer));
-    *out.status_mut() = status;
-    out.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    out
-}
-
-/// Starts a proxy to `upstream` that breaks `breaks`; answers its URL.
-async fn start_proxy(upstream: &str, breaks: Breakage) -> String {
-    let state = Arc::new(Proxy {
-        upstream: upstream.trim_end_matches('/').to_string(),
-        http: reqwest::Client::new(),
-        breaks,
-    });
-    let app = Router::new().fallback(forward).with_state(state);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("an address");
-    tokio::spawn(async move {
-        axum::serve(listener, app).await.expect("the proxy serves");
-    });
-    format!("http://{addr}")
-}
 
 /// The rule cases, and the properties when `props`.
 fn selection(props: bool) -> Vec<Case> {
@@ -195,7 +64,7 @@ fn failure<'a>(report: &'a Report, id: &str) -> &'a queen_conformance::Failure {
 /// Runs the selection through a proxy that breaks `breaks`, and checks what failed.
 async fn through(breaks: Breakage) -> Report {
     let broker = MockBroker::start_in_memory().await.expect("a broker");
-    let proxy = start_proxy(&broker.url(), breaks).await;
+    let proxy = start_proxy(&broker.url(), &[breaks]).await;
     let report = run(&config(&proxy), selection(true)).await;
     println!("{breaks:?}:\n{}", report.to_text());
     assert!(!report.ok());
@@ -297,4 +166,37 @@ async fn a_proxy_that_forwards_rolled_back_writes_fails_the_suite() {
     for (id, f) in props {
         assert!(f.actual.contains("minimal failing sequence"), "{id}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_proxy_that_hides_noop_fails_the_cursor_cases() {
+    // A broker that does not tell an ack below the cursor from a first commit (wire.md
+    // 4a): the cases that ack a message the cursor already passed fail, with the
+    // exchange that shows it; directly against the broker they pass.
+    let ids = [
+        "core.cursor.commit.earlier-completed",
+        "core.cursor.commit.last-completes-batch",
+        "core.cursor.dlq-moves-cursor",
+    ];
+    let broker = MockBroker::start_in_memory().await.expect("a broker");
+    let chosen = || -> Vec<Case> {
+        all_cases()
+            .into_iter()
+            .filter(|c| ids.contains(&c.id))
+            .collect()
+    };
+    assert_eq!(chosen().len(), ids.len());
+    let direct = run(&config(&broker.url()), chosen()).await;
+    assert!(direct.ok(), "{}", direct.to_text());
+    let proxy = start_proxy(&broker.url(), &[Breakage::NoNoop]).await;
+    let report = run(&config(&proxy), chosen()).await;
+    assert_eq!(report.failed_ids(), ids.to_vec(), "{}", report.to_text());
+    for id in ids {
+        let f = failure(&report, id);
+        assert!(f.expected.contains("noop: true"), "{id}: {}", f.expected);
+        let x = f.exchange.as_ref().expect("an exchange");
+        assert_eq!(x.request, "POST /api/v1/ack", "{id}");
+        assert_eq!(x.answer[0]["noop"], json!(false), "{id}");
+    }
+    broker.shutdown().await;
 }
