@@ -15,8 +15,9 @@
 //!   a pop serves a partition only when the group holds no live lease there, delivers
 //!   the contiguous run from the cursor, and leases it; a pop of any partition with
 //!   `partitions=N` claims every partition with work under one lease;
-//! - a fenced ack needs the partition's live lease for the group and a message inside
-//!   the leased batch, else `rejected_ack`; a `completed` ack at offset k commits the
+//! - a fenced ack (in a transaction, or alone on `POST /api/v1/ack`) needs the
+//!   partition's live lease for the group and a message inside the leased batch, else
+//!   `rejected_ack` (alone: `success: false`); a `completed` ack at offset k commits the
 //!   cursor to k+1 (every earlier message of the batch is done with it), one below the
 //!   cursor is a no-op, and the lease is released when the cursor reaches the batch end;
 //! - a named group in `new` mode is subscribed at its first pop of the queue: what
@@ -370,6 +371,33 @@ impl Model {
         });
     }
 
+    /// A `completed` ack of the message at `offset` of `part`, fenced by `lease`: `None`
+    /// when refused (not the partition's live lease, or outside its batch), else
+    /// `(noop, lease_released)`. Ack as commit: the cursor moves to offset + 1 (a repeat
+    /// below it is a no-op); the lease ends when the cursor reaches its batch's end.
+    pub fn ack(&mut self, part: usize, offset: u64, lease: &str) -> Option<(bool, bool)> {
+        let p = &mut self.parts[part];
+        let fenced = p
+            .lease
+            .as_ref()
+            .is_some_and(|l| l.id == lease && l.batch.contains(&offset));
+        if !fenced {
+            return None;
+        }
+        if p.is_done(offset) {
+            return Some((true, false));
+        }
+        p.cursor = offset + 1;
+        let batch_done = p
+            .lease
+            .as_ref()
+            .is_some_and(|l| l.batch.iter().all(|o| p.is_done(*o)));
+        if batch_done {
+            p.lease = None;
+        }
+        Some((false, batch_done))
+    }
+
     /// Seeks the group to the end of every partition, releasing its leases.
     pub fn seek_to_end(&mut self) {
         for p in self.parts.iter_mut().filter(|p| p.exists()) {
@@ -408,25 +436,8 @@ impl Model {
             else {
                 continue;
             };
-            let p = &mut m.parts[*part];
-            let fenced = p
-                .lease
-                .as_ref()
-                .is_some_and(|l| l.id == *lease && l.batch.contains(offset));
-            if !fenced {
+            if m.ack(*part, *offset, lease).is_none() {
                 return rollback("rejected_ack", None);
-            }
-            // Ack as commit: the cursor moves to offset + 1 (a repeat below it is a
-            // no-op); the lease ends when the cursor reaches the end of its batch.
-            if !p.is_done(*offset) {
-                p.cursor = offset + 1;
-                let batch_done = p
-                    .lease
-                    .as_ref()
-                    .is_some_and(|l| l.batch.iter().all(|o| p.is_done(*o)));
-                if batch_done {
-                    p.lease = None;
-                }
             }
         }
 

@@ -31,6 +31,8 @@ const PARTS: u8 = 3;
 const IDS: u8 = 6;
 /// The KV keys.
 const KEYS: [&str; 3] = ["a", "b", "c"];
+/// Shortest generated sequence: shorter ones rarely pop, ack and then look again.
+const MIN_STEPS: usize = 4;
 /// Longest generated sequence.
 const MAX_STEPS: usize = 12;
 /// Pops lease for this long: no lease expires during a sequence.
@@ -115,6 +117,8 @@ enum Step {
     Txn(TxnSpec),
     /// The last transaction's body, sent again.
     Resend,
+    /// `POST /api/v1/ack` (completed, fenced) of the message popped this many back.
+    Ack(u8),
     /// The group seeks to the end of the queue.
     Seek,
 }
@@ -249,11 +253,13 @@ fn step(f: Flags) -> BoxedStrategy<Step> {
     let push = prop::collection::vec(item(), 1..=3).prop_map(Step::Push);
     let pop = (0..PARTS, 1..=3u8).prop_map(|(part, batch)| Step::Pop { part, batch });
     let txn = txn_spec(f).prop_map(Step::Txn);
+    let ack = (0..3u8).prop_map(Step::Ack);
     if f.seek {
         prop_oneof![
             3 => push,
             2 => pop,
             2 => Just(Step::PopAny),
+            2 => ack,
             5 => txn,
             2 => Just(Step::Resend),
             1 => Just(Step::Seek),
@@ -264,6 +270,7 @@ fn step(f: Flags) -> BoxedStrategy<Step> {
             3 => push,
             2 => pop,
             2 => Just(Step::PopAny),
+            2 => ack,
             5 => txn,
             2 => Just(Step::Resend)
         ]
@@ -300,7 +307,7 @@ fn sequence(f: Flags) -> impl Strategy<Value = (Group, Vec<Step>)> {
     } else {
         prop_oneof![Just(Group::Queue), Just(Group::All), Just(Group::New)].boxed()
     };
-    (group, prop::collection::vec(step(f), 1..=MAX_STEPS))
+    (group, prop::collection::vec(step(f), MIN_STEPS..=MAX_STEPS))
 }
 
 // ---------------------------------------------------------------------------------
@@ -525,6 +532,7 @@ impl Exec<'_> {
             Step::Push(items) => self.push(n, items).await,
             Step::Pop { part, batch } => self.pop(n, *part as usize, *batch as usize).await,
             Step::PopAny => self.pop_any(n).await,
+            Step::Ack(back) => self.ack(n, *back as usize).await,
             Step::Txn(spec) => {
                 let (body, txn, what) = self.resolve(spec);
                 self.begin(n, what);
@@ -605,6 +613,55 @@ impl Exec<'_> {
             }
         }
         Ok(out.join(", "))
+    }
+
+    /// A standalone fenced `completed` ack, compared with the model: `success`, `noop`
+    /// and `leaseReleased`.
+    async fn ack(&mut self, n: usize, back: usize) -> Check<String> {
+        if self.popped.is_empty() {
+            self.begin(n, "ack (alone) of a popped message".into());
+            return Ok("skipped: nothing popped yet".into());
+        }
+        let m = self.popped[self.popped.len() - 1 - back % self.popped.len()].clone();
+        self.begin(
+            n,
+            format!(
+                "ack (alone) {}/{}@{} {}",
+                part_name(m.part),
+                m.txn,
+                m.offset,
+                self.lease_name(&m.lease)
+            ),
+        );
+        let mut body = json!({
+            "transactionId": m.txn, "partitionId": m.partition_id,
+            "leaseId": m.lease, "status": "completed",
+        });
+        if let Some(g) = &self.group {
+            body["consumerGroup"] = json!(g);
+        }
+        let predicted = self.model.ack(m.part, m.offset, &m.lease);
+        let r = self.cx.post("/api/v1/ack", body).await.map_err(transport)?;
+        if r.status != 200 {
+            return Err(("HTTP 200".into(), format!("HTTP {} {}", r.status, r.body)));
+        }
+        let got = &r.body[0];
+        match predicted {
+            None => {
+                want(
+                    "success (the lease is not the live one, or the message is outside its batch)",
+                    false,
+                    &got["success"],
+                )?;
+                Ok("refused".into())
+            }
+            Some((noop, released)) => {
+                want("success", true, &got["success"])?;
+                want("noop", noop, &got["noop"])?;
+                want("leaseReleased", released, &got["leaseReleased"])?;
+                Ok(format!("noop {noop}, leaseReleased {released}"))
+            }
+        }
     }
 
     /// The group's part of a pop's query: nothing in queue mode, `subscriptionMode=all`
