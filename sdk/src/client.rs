@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::Instrument;
 
+use crate::auth::{Auth, TokenProvider};
 use crate::error::{Error, Result};
 use crate::retry::RetryPolicy;
 
@@ -31,7 +32,7 @@ use crate::retry::RetryPolicy;
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
     urls: Vec<String>,
-    token: Option<String>,
+    auth: Auth,
     request_timeout: Duration,
     connect_timeout: Duration,
     retry: RetryPolicy,
@@ -42,7 +43,7 @@ impl Default for ClientBuilder {
     fn default() -> Self {
         ClientBuilder {
             urls: Vec::new(),
-            token: None,
+            auth: Auth::None,
             // Longer than a long-poll's default 30 s wait.
             request_timeout: Duration::from_secs(40),
             connect_timeout: Duration::from_secs(5),
@@ -98,7 +99,28 @@ impl ClientBuilder {
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
     pub fn token(mut self, token: impl Into<String>) -> Self {
-        self.token = Some(token.into());
+        self.auth = Auth::Static(token.into());
+        self
+    }
+
+    /// Asks `provider` for the bearer token before every request, instead of a fixed
+    /// [`ClientBuilder::token`]: an expiring JWT is refreshed without rebuilding the
+    /// client. A provider that fails fails the call with [`Error::Token`] (not retried).
+    /// See [`crate::TokenProvider`].
+    ///
+    /// ```
+    /// let client = queen_sdk::Client::builder()
+    ///     .url("https://queen.example.com")
+    ///     .token_provider(|| async {
+    ///         let jwt = std::env::var("QUEEN_TOKEN")?; // or your identity provider's cache
+    ///         Ok(jwt)
+    ///     })
+    ///     .build()?;
+    /// # let _ = client;
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
+    pub fn token_provider(mut self, provider: impl TokenProvider) -> Self {
+        self.auth = Auth::Provider(Arc::new(provider));
         self
     }
 
@@ -202,7 +224,7 @@ impl ClientBuilder {
                 http,
                 urls: self.urls,
                 current: AtomicUsize::new(0),
-                token: self.token,
+                auth: self.auth,
                 retry: self.retry,
                 request_timeout: self.request_timeout,
             }),
@@ -237,7 +259,7 @@ pub(crate) struct Inner {
     http: reqwest::Client,
     urls: Vec<String>,
     current: AtomicUsize,
-    token: Option<String>,
+    auth: Auth,
     pub(crate) retry: RetryPolicy,
     /// reqwest's bound on one attempt, unless the call gives its own.
     request_timeout: Duration,
@@ -260,6 +282,12 @@ pub(crate) struct Opts {
     pub replay: Replay,
     /// A longer limit than the client's for this exchange (a long-poll).
     pub timeout: Option<Duration>,
+    /// Time added to the retry policy's overall deadline: a long-poll's wait is the
+    /// broker's to spend, not the policy's, so it must not eat into the deadline.
+    pub extra_deadline: Duration,
+    /// One attempt only: the caller retries (a consumer's poll loop backs off itself
+    /// and reports every failure instead of having them folded into one).
+    pub single_attempt: bool,
 }
 
 impl Opts {
@@ -267,6 +295,8 @@ impl Opts {
     pub const SAFE: Opts = Opts {
         replay: Replay::Safe,
         timeout: None,
+        extra_deadline: Duration::ZERO,
+        single_attempt: false,
     };
 }
 
@@ -369,7 +399,7 @@ impl Client {
     pub(crate) async fn post(&self, path: &str, body: Bytes, replay: Replay) -> Result<Answer> {
         let opts = Opts {
             replay,
-            timeout: None,
+            ..Opts::SAFE
         };
         self.call::<()>(Method::POST, path, None, Some(&body), opts)
             .await
@@ -385,8 +415,10 @@ impl Client {
         opts: Opts,
     ) -> Result<Answer> {
         let policy = &self.inner.retry;
-        let deadline = tokio::time::Instant::now() + policy.overall_deadline();
-        let mut delays = policy.delays();
+        let deadline =
+            tokio::time::Instant::now() + policy.overall_deadline() + opts.extra_deadline;
+        let retries = if opts.single_attempt { 0 } else { usize::MAX };
+        let mut delays = policy.delays().take(retries);
         let mut attempt = 0;
         let mut maybe_applied_before = false;
         loop {
@@ -480,8 +512,15 @@ impl Client {
         if let Some(t) = timeout {
             req = req.timeout(t);
         }
-        if let Some(t) = &self.inner.token {
-            req = req.bearer_auth(t);
+        match &self.inner.auth {
+            Auth::None => {}
+            Auth::Static(t) => req = req.bearer_auth(t),
+            Auth::Provider(p) => {
+                let t = p.token().await.map_err(|e| Error::Token {
+                    message: e.to_string(),
+                })?;
+                req = req.bearer_auth(t);
+            }
         }
         if let Some(b) = body {
             // Rendered once by the caller; every attempt sends the same bytes.

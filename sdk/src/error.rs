@@ -167,6 +167,23 @@ pub enum Error {
         /// Attempts made, the interrupted one included.
         attempts: u32,
     },
+    /// The client's [`crate::TokenProvider`] failed; nothing was sent.
+    #[error("the token provider failed: {message}")]
+    Token {
+        /// Its error, as text.
+        message: String,
+    },
+    /// A consumed message's payload does not decode as the consumer's type. Only a
+    /// consumer set to hand such messages over ([`crate::Undecodable::Yield`]) yields
+    /// this; by default they are dead-lettered. The delivery (still leased, with its
+    /// payload as JSON) is yours to ack: dead-letter it, fail it, or complete it.
+    #[error("message {} does not decode: {reason}", delivery.id)]
+    Undecodable {
+        /// The message, with its payload as JSON.
+        delivery: Box<crate::Delivery<serde_json::Value>>,
+        /// The decoding error.
+        reason: String,
+    },
     /// The retry policy gave up after more than one attempt (attempts used up, or the
     /// next wait would pass the deadline). A call that gives up after its first
     /// attempt answers that attempt's error itself.

@@ -11,11 +11,18 @@
 //! - 5xx answers and lost connections are retried only when that is safe, and a retry
 //!   that rolls back says the first attempt probably committed.
 //!
-//! ## The order worker's step
+//! ## The order worker
+//!
+//! A worker is a handler from a delivered message to its step; [`Client::worker`] runs
+//! it: long-polls (an idle queue is no failure), renews leases, commits each step and
+//! settles every outcome (a step already done is acked on its own, a failed handler is
+//! acked `failed` so the retry limit dead-letters it, an undecodable payload is
+//! dead-lettered), keeps each partition's order while running partitions concurrently,
+//! and drains on shutdown.
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use queen_sdk::{Client, Commit, Ttl};
+//! use queen_sdk::{Client, Ttl};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Deserialize)]
@@ -25,32 +32,48 @@
 //!
 //! # async fn demo() -> queen_sdk::Result<()> {
 //! let client = Client::new("http://127.0.0.1:6632")?;
-//! for msg in client.pop::<OrderPaid>("orders").group("billing").batch(10).send().await? {
-//!     let order = &msg.data;
-//!     let outcome = client
-//!         .transaction()
-//!         .ack(&msg) // fenced by the message's lease
-//!         .push("receipts", |p| {
-//!             p.partition(&order.customer)
-//!                 .payload(&Receipt { order_id: &order.order_id, total: order.total })
-//!         }) // its transactionId is derived from the acked message
-//!         .kv(|k| k.put("orders", &order.order_id, &serde_json::json!({"status": "paid"})).ttl(Ttl::days(30)))
-//!         .once("paid", &format!("{}-paid", order.order_id), Ttl::days(1))
-//!         .timer("reminders", |t| t.key(&order.order_id).after(Duration::from_secs(86_400)).payload(&order.order_id))
-//!         .commit()
-//!         .await?;
-//!     match outcome {
-//!         Commit::Committed(c) => tracing::info!(txn = %c.transaction_id, "step committed"),
-//!         Commit::Gated { .. } => tracing::info!("already paid: nothing to do"),
-//!     }
-//! }
+//! let steps = client.clone();
+//! let summary = client
+//!     .worker::<OrderPaid>("orders")
+//!     .group("billing")
+//!     .concurrency(8) // partitions at once; each in order
+//!     .batch(10)
+//!     .lease(Duration::from_secs(60))
+//!     .run(
+//!         move |msg| {
+//!             let order = &msg.data;
+//!             let step = steps
+//!                 .transaction()
+//!                 .ack(&msg) // fenced by the message's lease
+//!                 .push("receipts", |p| {
+//!                     p.partition(&order.customer)
+//!                         .payload(&Receipt { order_id: &order.order_id, total: order.total })
+//!                 }) // its transactionId is derived from the acked message
+//!                 .kv(|k| k.put("orders", &order.order_id, &serde_json::json!({"status": "paid"})).ttl(Ttl::days(30)))
+//!                 .once("paid", &format!("{}-paid", order.order_id), Ttl::days(1))
+//!                 .timer("reminders", |t| t.key(&order.order_id).after(Duration::from_secs(86_400)).payload(&order.order_id));
+//!             async move { Ok::<_, std::convert::Infallible>(step) }
+//!         },
+//!         async { tokio::signal::ctrl_c().await.ok(); }, // Ctrl-C drains
+//!     )
+//!     .await?;
+//! println!("{summary}");
 //! # Ok(()) }
 //! ```
 //!
+//! For a loop of your own, [`Client::consume`] gives the deliveries as a stream, and
+//! [`TransactionBuilder::commit`] answers every outcome to settle: `Commit::Gated` and a
+//! `duplicate` rollback mean the step was done before (ack the message on its own, or
+//! it comes back at every lease expiry), `rejected_ack` means the lease is lost.
+//!
 //! ## The rest of a worker's loop
 //!
+//! - [`Client::worker`]: the worker runtime ([`Worker`], [`Summary`]);
 //! - [`Client::consume`]: a [`Stream`](futures_core::Stream) of [`Delivery`]s that
-//!   long-polls for batches and keeps each delivery's lease extended while it is alive;
+//!   long-polls for batches, never ends by itself but on a terminal refusal, decodes each
+//!   payload on its own ([`Undecodable`]) and keeps each delivery's lease extended while
+//!   it is alive ([`Delivery::lease_lost_signal`]);
+//! - [`ClientBuilder::token_provider`]: bearer tokens refreshed without a new client;
 //! - [`Client::lock`]: locks and semaphores whose [`Lock`] handle renews itself and whose
 //!   [`Lock::guard`] gates a transaction on still holding it;
 //! - [`Client::kv`] and [`Client::timers`]: standalone KV and timers, with the
@@ -63,6 +86,7 @@
 #![warn(missing_docs)]
 
 mod admin;
+mod auth;
 mod client;
 mod consume;
 mod error;
@@ -75,10 +99,12 @@ mod retry;
 mod timers;
 mod txn;
 mod validate;
+mod worker;
 
 pub use admin::{DeadLetter, DlqPage, DlqQuery, Health, QueueConfig, QueueOptions, SeekTo};
+pub use auth::{TokenError, TokenFuture, TokenProvider};
 pub use client::{Client, ClientBuilder};
-pub use consume::{Consume, Deliveries, Delivery};
+pub use consume::{Consume, Deliveries, Delivery, Undecodable};
 pub use error::{Error, Result, RollbackReason};
 pub use ids::derive_id;
 pub use kv::{KvBatch, KvRow, KvStore, KvWrite};
@@ -93,3 +119,4 @@ pub use txn::{
     AckResult, Commit, Committed, Kv, KvOp, KvResult, LockGuard, PositionResult, Push, PushResult,
     StepResult, Timer, TimerAction, TimerResult, TransactionBuilder, Ttl,
 };
+pub use worker::{ErrorKind, Stopped, Summary, Worker};

@@ -175,10 +175,20 @@ pub struct Pop<'c, T> {
     partition: Option<String>,
     params: Vec<(&'static str, String)>,
     wait: Option<Duration>,
+    single_attempt: bool,
     _t: PhantomData<fn() -> T>,
 }
 
+/// How much longer than its wait a long-poll's HTTP exchange may take.
+pub(crate) const LONG_POLL_MARGIN: Duration = Duration::from_secs(10);
+
 impl<T: DeserializeOwned> Pop<'_, T> {
+    /// One attempt, no retry: the consumer's poll loop backs off and polls again itself.
+    pub(crate) fn single_attempt(mut self) -> Self {
+        self.single_attempt = true;
+        self
+    }
+
     fn set(mut self, k: &'static str, v: String) -> Self {
         self.params.retain(|(n, _)| *n != k);
         self.params.push((k, v));
@@ -256,7 +266,8 @@ impl<T: DeserializeOwned> Pop<'_, T> {
     }
 
     /// Long-polls up to `d` for a message: the pop answers as soon as one is there, or
-    /// empty after `d`. The HTTP exchange is then allowed `d` plus 10 s.
+    /// empty after `d`. The HTTP exchange is then allowed `d` plus 10 s, and the wait
+    /// does not count against the retry policy's overall deadline.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -420,7 +431,11 @@ impl<T: DeserializeOwned> Pop<'_, T> {
         };
         let opts = Opts {
             replay: Replay::Safe,
-            timeout: self.wait.map(|w| w + Duration::from_secs(10)),
+            timeout: self.wait.map(|w| w + LONG_POLL_MARGIN),
+            // The wait is the broker's to spend: it does not count against the
+            // retry policy's deadline (a 30 s wait under a 30 s deadline was cut).
+            extra_deadline: self.wait.map_or(Duration::ZERO, |w| w + LONG_POLL_MARGIN),
+            single_attempt: self.single_attempt,
         };
         let answer = self
             .client
@@ -736,6 +751,7 @@ impl Client {
             partition: None,
             params: Vec::new(),
             wait: None,
+            single_attempt: false,
             _t: PhantomData,
         }
     }
@@ -830,10 +846,31 @@ impl Client {
     /// # }
     /// ```
     pub async fn ack_batch<T>(&self, acks: &[(&Message<T>, AckStatus)]) -> Result<Vec<AckOutcome>> {
-        let acknowledgments: Vec<Value> = acks
+        let wire: Vec<_> = acks
             .iter()
             .map(|(m, s)| {
                 let (status, error) = s.wire();
+                (*m, status, error)
+            })
+            .collect();
+        self.ack_wire(&wire).await
+    }
+
+    /// Dead-letters `msg` now, keeping `reason` on the dead letter (the wire's `dlq`
+    /// status with an `error`, which [`AckStatus::Dlq`] does not carry).
+    pub(crate) async fn ack_dlq<T>(&self, msg: &Message<T>, reason: &str) -> Result<AckOutcome> {
+        let mut out = self.ack_wire(&[(msg, "dlq", Some(reason))]).await?;
+        Ok(out.remove(0))
+    }
+
+    /// Sends acks given as wire status and error, in order, in one call.
+    async fn ack_wire<T>(
+        &self,
+        acks: &[(&Message<T>, &str, Option<&str>)],
+    ) -> Result<Vec<AckOutcome>> {
+        let acknowledgments: Vec<Value> = acks
+            .iter()
+            .map(|(m, status, error)| {
                 json!({
                     "transactionId": m.transaction_id,
                     "partitionId": m.partition_id,

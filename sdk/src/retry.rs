@@ -139,6 +139,11 @@ impl RetryPolicy {
         self.deadline
     }
 
+    /// The first backoff delay.
+    pub(crate) fn first_delay(&self) -> Duration {
+        self.min_delay
+    }
+
     /// The delays between attempts.
     pub(crate) fn delays(&self) -> impl Iterator<Item = Duration> + use<> {
         let mut b = ExponentialBuilder::default()

@@ -335,6 +335,16 @@ impl TransactionBuilder {
         self
     }
 
+    /// Whether the step acks `msg` (the same message, in the same group).
+    pub(crate) fn acks<T>(&self, msg: &Message<T>) -> bool {
+        self.ops.iter().any(|op| {
+            matches!(op, Operation::Ack { transaction_id, partition_id, group, .. }
+                if *transaction_id == msg.transaction_id
+                    && *partition_id == msg.partition_id
+                    && *group == msg.consumer_group)
+        })
+    }
+
     /// Sets the next offset `group` reads on a partition, by the partition's name (and
     /// releases the group's lease there). An offset past the partition's end rolls the step
     /// back (`rejected_position`).

@@ -1,5 +1,12 @@
 //! A worker's loop as a stream: long-polled batches, delivered one message at a time,
 //! each kept leased in the background while it is alive.
+//!
+//! The stream never ends by itself but on a terminal refusal (see [`Consume::stream`]);
+//! each payload is decoded on its own ([`Undecodable`]).
+
+mod decode;
+pub(crate) mod lease;
+pub(crate) mod poll;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -8,13 +15,16 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_core::{FusedStream, Stream};
 use serde::de::DeserializeOwned;
-use tokio::task::JoinHandle;
+
+pub use decode::Undecodable;
+pub(crate) use decode::decode as decode_payload;
+use lease::LeaseKeeper;
+use poll::{PollSpec, Polled, Poller, RawMessage};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
@@ -24,6 +34,8 @@ use crate::message::{Message, SubscriptionMode};
 pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 /// How long a consumer long-polls when none is set.
 pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+/// Most messages a consumer pops at once when not told.
+pub(crate) const DEFAULT_BATCH: u32 = 10;
 
 /// Configures a consumer. Start it with [`Client::consume`], then call
 /// [`Consume::stream`].
@@ -62,13 +74,8 @@ pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 #[must_use = "a consumer does nothing until its stream is polled"]
 pub struct Consume<T> {
     client: Client,
-    queue: String,
-    partition: Option<String>,
-    group: Option<String>,
-    batch: u32,
-    wait: Duration,
-    lease: Duration,
-    subscription: Option<SubscriptionMode>,
+    spec: PollSpec,
+    undecodable: Undecodable,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -76,13 +83,8 @@ impl<T> Clone for Consume<T> {
     fn clone(&self) -> Self {
         Consume {
             client: self.client.clone(),
-            queue: self.queue.clone(),
-            partition: self.partition.clone(),
-            group: self.group.clone(),
-            batch: self.batch,
-            wait: self.wait,
-            lease: self.lease,
-            subscription: self.subscription,
+            spec: self.spec.clone(),
+            undecodable: self.undecodable,
             _t: PhantomData,
         }
     }
@@ -91,13 +93,8 @@ impl<T> Clone for Consume<T> {
 impl<T> fmt::Debug for Consume<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Consume")
-            .field("queue", &self.queue)
-            .field("partition", &self.partition)
-            .field("group", &self.group)
-            .field("batch", &self.batch)
-            .field("wait", &self.wait)
-            .field("lease", &self.lease)
-            .field("subscription", &self.subscription)
+            .field("spec", &self.spec)
+            .field("undecodable", &self.undecodable)
             .finish_non_exhaustive()
     }
 }
@@ -127,13 +124,16 @@ impl Client {
     ) -> Consume<T> {
         Consume {
             client: self.clone(),
-            queue: queue.into(),
-            partition: None,
-            group: None,
-            batch: 10,
-            wait: DEFAULT_WAIT,
-            lease: DEFAULT_LEASE,
-            subscription: None,
+            spec: PollSpec {
+                queue: queue.into(),
+                partition: None,
+                group: None,
+                batch: DEFAULT_BATCH,
+                wait: DEFAULT_WAIT,
+                lease: DEFAULT_LEASE,
+                subscription: None,
+            },
+            undecodable: Undecodable::DeadLetter,
             _t: PhantomData,
         }
     }
@@ -163,7 +163,7 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
     /// # }
     /// ```
     pub fn group(mut self, group: impl Into<String>) -> Self {
-        self.group = Some(group.into());
+        self.spec.group = Some(group.into());
         self
     }
 
@@ -186,7 +186,7 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
     /// # }
     /// ```
     pub fn partition(mut self, partition: impl Into<String>) -> Self {
-        self.partition = Some(partition.into());
+        self.spec.partition = Some(partition.into());
         self
     }
 
@@ -199,7 +199,7 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
     pub fn batch(mut self, n: u32) -> Self {
-        self.batch = n.max(1);
+        self.spec.batch = n.max(1);
         self
     }
 
@@ -214,7 +214,7 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
     pub fn wait(mut self, d: Duration) -> Self {
-        self.wait = d.max(Duration::from_millis(100));
+        self.spec.wait = d.max(Duration::from_millis(100));
         self
     }
 
@@ -242,7 +242,7 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
     /// # }
     /// ```
     pub fn lease(mut self, d: Duration) -> Self {
-        self.lease = Duration::from_secs(d.as_secs().max(1));
+        self.spec.lease = Duration::from_secs(d.as_secs().max(1));
         self
     }
 
@@ -260,14 +260,49 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
     pub fn subscription(mut self, mode: SubscriptionMode) -> Self {
-        self.subscription = Some(mode);
+        self.spec.subscription = Some(mode);
         self
     }
 
-    /// The deliveries, in order. The stream never ends on its own: when a batch is
-    /// exhausted it long-polls for the next one. A failed pop is yielded as an error;
-    /// after a transient one (a 5xx, a lost connection) polling again tries again,
-    /// after any other the stream ends.
+    /// What to do with a message whose payload does not decode as `T` (default:
+    /// [`Undecodable::DeadLetter`]). Either way the rest of its batch is delivered.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use futures::StreamExt;
+    /// use queen_sdk::{DlqQuery, PushItem};
+    /// client.push(vec![PushItem::new("jobs", &"seven"), PushItem::new("jobs", &8)]).await?;
+    /// let mut jobs = client.consume::<u32>("jobs").stream(); // dead-letters by default
+    /// let job = jobs.next().await.expect("the stream never ends")?;
+    /// assert_eq!(job.data, 8);
+    /// let dead = client.dlq::<serde_json::Value>(DlqQuery::queue("jobs")).await?;
+    /// assert!(dead.messages[0].error_message.as_deref().unwrap_or("").contains("invalid type"));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn undecodable(mut self, what: Undecodable) -> Self {
+        self.undecodable = what;
+        self
+    }
+
+    /// The deliveries, in order. The stream never ends on its own but on a terminal
+    /// refusal (401, 403, a 404 or another 4xx that the same pop would meet again):
+    /// when a batch is exhausted it long-polls for the next one.
+    ///
+    /// Each long-poll has its own timeout (its wait plus 10 s) and is not bounded by the
+    /// retry policy's overall deadline, so an idle queue is no failure. A failed pop (a
+    /// 5xx, a 429, a timeout, a lost connection) is yielded as an `Err` item and logged
+    /// as a `tracing` event, and the next poll comes after a capped, jittered
+    /// exponential backoff (from the policy's first delay up to 30 s, or the broker's
+    /// `Retry-After`); the stream goes on.
+    ///
+    /// After you nack a delivery (`failed` or `retry`), the rest of its batch is
+    /// redelivered at a later pop: drop what the stream still holds of it with
+    /// [`Deliveries::discard_batch`] rather than handling it out of order.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -280,7 +315,13 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
     /// let mut jobs = client.consume::<u32>("jobs").stream();
     /// let mut done = Vec::new();
     /// while let Some(job) = jobs.next().await {
-    ///     let job = job?;
+    ///     let job = match job {
+    ///         Ok(job) => job,
+    ///         Err(e) => {
+    ///             eprintln!("{e}"); // a failed pop: the stream backs off and goes on
+    ///             continue;
+    ///         }
+    ///     };
     ///     assert!(client.transaction().ack(&job).commit().await?.is_committed());
     ///     done.push(job.data);
     ///     if done.len() == 3 {
@@ -294,34 +335,27 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
     /// ```
     pub fn stream(self) -> Deliveries<T> {
         Deliveries {
-            cfg: Arc::new(self),
+            lease: self.spec.lease,
+            queue: self.spec.queue.clone(),
+            undecodable: self.undecodable,
+            poller: Some(Box::new(Poller::new(self.client, self.spec))),
             buffer: VecDeque::new(),
             pending: None,
             done: false,
+            _t: PhantomData,
         }
-    }
-
-    async fn pop(cfg: Arc<Self>) -> Result<Vec<Message<T>>> {
-        let mut p = cfg
-            .client
-            .pop::<T>(cfg.queue.clone())
-            .batch(cfg.batch)
-            .wait(cfg.wait)
-            .lease(cfg.lease);
-        if let Some(g) = &cfg.group {
-            p = p.group(g.clone());
-        }
-        if let Some(part) = &cfg.partition {
-            p = p.partition(part.clone());
-        }
-        if let Some(m) = cfg.subscription {
-            p = p.subscription(m);
-        }
-        p.send().await
     }
 }
 
-type PopFuture<T> = Pin<Box<dyn Future<Output = Result<Vec<Message<T>>>> + Send>>;
+/// What the stream's one piece of background work came to.
+enum Event {
+    /// A poll, with the poller back.
+    Polled(Box<Poller>, Polled),
+    /// A dead-lettering ack was sent (or failed and was logged).
+    Settled,
+}
+
+type Work = Pin<Box<dyn Future<Output = Event> + Send>>;
 
 /// The stream of [`Delivery`]s returned by [`Consume::stream`].
 ///
@@ -347,33 +381,84 @@ type PopFuture<T> = Pin<Box<dyn Future<Output = Result<Vec<Message<T>>>> + Send>
 /// ```
 #[must_use = "streams do nothing unless polled"]
 pub struct Deliveries<T> {
-    cfg: Arc<Consume<T>>,
-    buffer: VecDeque<Delivery<T>>,
-    pending: Option<PopFuture<T>>,
+    lease: Duration,
+    queue: String,
+    undecodable: Undecodable,
+    /// `None` while a poll holds it.
+    poller: Option<Box<Poller>>,
+    buffer: VecDeque<(RawMessage, Arc<LeaseKeeper>)>,
+    pending: Option<Work>,
     done: bool,
+    _t: PhantomData<fn() -> T>,
 }
 
-// The pop future is boxed and nothing else is pinned: moving the stream is fine.
+// The background work is boxed and nothing else is pinned: moving the stream is fine.
 impl<T> Unpin for Deliveries<T> {}
 
 impl<T> fmt::Debug for Deliveries<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Deliveries")
-            .field("queue", &self.cfg.queue)
+            .field("queue", &self.queue)
             .field("buffered", &self.buffer.len())
-            .field("polling", &self.pending.is_some())
+            .field("busy", &self.pending.is_some())
             .field("done", &self.done)
             .finish()
     }
 }
 
-/// Whether polling again may help after `e`.
-fn transient(e: &Error) -> bool {
-    match e {
-        Error::Api { status, .. } => *status == 429 || *status >= 500,
-        Error::Transport(_) | Error::Exhausted { .. } | Error::OutcomeUnknown { .. } => true,
-        _ => false,
+impl<T> Deliveries<T> {
+    /// Drops what the stream still holds of `of`'s batch (same partition, same lease),
+    /// unacked, and answers how many. Call it after nacking `of` (`failed` or `retry`):
+    /// the broker delivers the rest of the batch again, after `of`, so handling it now
+    /// would be out of order and its acks would be refused.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use futures::StreamExt;
+    /// use queen_sdk::{AckStatus, PushItem};
+    /// client.push((1..=3).map(|n| PushItem::new("jobs", &n)).collect()).await?;
+    /// let mut jobs = client.consume::<u32>("jobs").batch(3).stream();
+    /// let first = jobs.next().await.expect("the stream never ends")?;
+    /// client.ack(&first, AckStatus::Failed { error: "downstream is down".into() }).await?;
+    /// assert_eq!(jobs.discard_batch(&first), 2); // 2 and 3 come again, after 1
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn discard_batch<U>(&mut self, of: &Message<U>) -> usize {
+        let before = self.buffer.len();
+        self.buffer
+            .retain(|(m, _)| !(m.partition_id == of.partition_id && m.lease_id == of.lease_id));
+        before - self.buffer.len()
     }
+}
+
+/// Dead-letters an undecodable message with its decoding error as the reason.
+async fn dead_letter(
+    client: Client,
+    msg: Message<serde_json::Value>,
+    reason: String,
+    keeper: Arc<LeaseKeeper>,
+) -> Event {
+    match client.ack_dlq(&msg, &reason).await {
+        Ok(out) if out.success => tracing::warn!(
+            queue = %msg.queue, partition = %msg.partition, message_id = %msg.id, %reason,
+            "payload does not decode: dead-lettered"
+        ),
+        Ok(out) => tracing::warn!(
+            queue = %msg.queue, message_id = %msg.id, %reason, refused = ?out.error,
+            "payload does not decode; dead-lettering it was refused"
+        ),
+        Err(e) => tracing::warn!(
+            queue = %msg.queue, message_id = %msg.id, %reason, error = %e,
+            "payload does not decode; dead-lettering it failed (it comes back after its lease)"
+        ),
+    }
+    drop(keeper);
+    Event::Settled
 }
 
 impl<T: DeserializeOwned + Send + 'static> Stream for Deliveries<T> {
@@ -382,99 +467,76 @@ impl<T: DeserializeOwned + Send + 'static> Stream for Deliveries<T> {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            if let Some(d) = this.buffer.pop_front() {
-                return Poll::Ready(Some(Ok(d)));
+            if let Some(work) = this.pending.as_mut() {
+                let event = match work.as_mut().poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(ev) => ev,
+                };
+                this.pending = None;
+                if let Event::Polled(poller, polled) = event {
+                    let client = poller.client().clone();
+                    this.poller = Some(poller);
+                    match polled {
+                        Polled::Batch(msgs) => {
+                            if let Some(first) = msgs.first() {
+                                let keeper = Arc::new(LeaseKeeper::start(
+                                    client,
+                                    first.lease_id.clone(),
+                                    this.lease,
+                                ));
+                                this.buffer
+                                    .extend(msgs.into_iter().map(|m| (m, Arc::clone(&keeper))));
+                            }
+                        }
+                        Polled::Failed(e) => return Poll::Ready(Some(Err(e))),
+                        Polled::Refused(e) => {
+                            this.done = true;
+                            return Poll::Ready(Some(Err(e)));
+                        }
+                    }
+                }
+            }
+            // Decoded only when it reaches the front: a dead-lettering `dlq` ack commits
+            // the group's cursor past the message, so it must not overtake the
+            // deliveries before it, which the caller has handled by now.
+            if let Some((raw, keeper)) = this.buffer.pop_front() {
+                match decode::decode::<T>(raw) {
+                    Ok(msg) => return Poll::Ready(Some(Ok(Delivery { msg, keeper }))),
+                    Err((msg, reason)) => match this.undecodable {
+                        Undecodable::Yield => {
+                            let delivery = Box::new(Delivery { msg, keeper });
+                            return Poll::Ready(Some(Err(Error::Undecodable { delivery, reason })));
+                        }
+                        Undecodable::DeadLetter => {
+                            let client = this
+                                .poller
+                                .as_ref()
+                                .map(|p| p.client().clone())
+                                .expect("the poller is home while nothing polls");
+                            this.pending = Some(Box::pin(dead_letter(client, msg, reason, keeper)));
+                            continue;
+                        }
+                    },
+                }
             }
             if this.done {
                 return Poll::Ready(None);
             }
-            let cfg = Arc::clone(&this.cfg);
-            let fut = this
-                .pending
-                .get_or_insert_with(|| Box::pin(Consume::pop(cfg)));
-            let out = match fut.as_mut().poll(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(out) => out,
-            };
-            this.pending = None;
-            match out {
-                Ok(msgs) => {
-                    // An empty long-poll: poll again.
-                    let Some(first) = msgs.first() else { continue };
-                    let keeper = LeaseKeeper::start(
-                        this.cfg.client.clone(),
-                        first.lease_id.clone(),
-                        this.cfg.lease,
-                    );
-                    this.buffer.extend(msgs.into_iter().map(|msg| Delivery {
-                        msg,
-                        keeper: Arc::clone(&keeper),
-                    }));
-                }
-                Err(e) => {
-                    if !transient(&e) {
-                        this.done = true;
-                    }
-                    return Poll::Ready(Some(Err(e)));
-                }
-            }
+            let mut poller = this
+                .poller
+                .take()
+                .expect("the poller is home while nothing polls");
+            this.pending = Some(Box::pin(async move {
+                let polled = poller.poll().await;
+                Event::Polled(poller, polled)
+            }));
         }
     }
 }
 
 impl<T: DeserializeOwned + Send + 'static> FusedStream for Deliveries<T> {
     fn is_terminated(&self) -> bool {
-        self.done && self.buffer.is_empty()
-    }
-}
-
-/// Extends one batch's lease until every delivery of the batch is gone.
-#[derive(Debug)]
-struct LeaseKeeper {
-    task: Option<JoinHandle<()>>,
-    lost: Arc<AtomicBool>,
-}
-
-impl LeaseKeeper {
-    fn start(client: Client, lease_id: String, lease: Duration) -> Arc<Self> {
-        let lost = Arc::new(AtomicBool::new(false));
-        if lease_id.is_empty() {
-            return Arc::new(LeaseKeeper { task: None, lost });
-        }
-        let flag = Arc::clone(&lost);
-        let every = (lease / 3).max(Duration::from_millis(100));
-        let task = tokio::spawn(async move {
-            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                match client.extend_lease(&lease_id, lease).await {
-                    Ok(ext) if ext.renewed > 0 => {
-                        tracing::trace!(lease = %lease_id, expires_at = ?ext.expires_at, "lease extended");
-                    }
-                    Ok(_) => {
-                        tracing::debug!(lease = %lease_id, "lease ended; no longer extending it");
-                        flag.store(true, Ordering::Relaxed);
-                        return;
-                    }
-                    Err(e) => {
-                        tracing::warn!(lease = %lease_id, error = %e, "lease extension failed; will retry");
-                    }
-                }
-            }
-        });
-        Arc::new(LeaseKeeper {
-            task: Some(task),
-            lost,
-        })
-    }
-}
-
-impl Drop for LeaseKeeper {
-    fn drop(&mut self) {
-        if let Some(t) = &self.task {
-            t.abort();
-        }
+        self.done && self.buffer.is_empty() && self.pending.is_none()
     }
 }
 
@@ -502,8 +564,8 @@ impl Drop for LeaseKeeper {
 /// # }
 /// ```
 pub struct Delivery<T> {
-    msg: Message<T>,
-    keeper: Arc<LeaseKeeper>,
+    pub(crate) msg: Message<T>,
+    pub(crate) keeper: Arc<LeaseKeeper>,
 }
 
 impl<T: fmt::Debug> fmt::Debug for Delivery<T> {
@@ -593,6 +655,36 @@ impl<T> Delivery<T> {
     /// # }
     /// ```
     pub fn lease_lost(&self) -> bool {
-        self.keeper.lost.load(Ordering::Relaxed)
+        self.keeper.is_lost()
+    }
+
+    /// Resolves when the lease is known to be lost: a renewal was refused (it expired,
+    /// or another consumer holds the partition now) or renewals kept failing past its
+    /// expiry. Race a long piece of work against it to stop early: whatever it would
+    /// commit would roll back (`rejected_ack`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use std::time::Duration;
+    /// use futures::StreamExt;
+    /// let mut orders = client.consume::<serde_json::Value>("orders").lease(Duration::from_secs(1)).stream();
+    /// let delivery = orders.next().await.expect("the stream never ends")?;
+    /// # // Someone takes the partition away: the next renewal is refused.
+    /// # client.seek(queen_sdk::QUEUE_MODE, "orders", queen_sdk::SeekTo::End).await?;
+    /// tokio::select! {
+    ///     _ = delivery.lease_lost_signal() => eprintln!("lease lost: giving up on {}", delivery.id),
+    ///     _ = tokio::time::sleep(Duration::from_secs(30)) => { /* the long work */ }
+    /// }
+    /// assert!(delivery.lease_lost());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn lease_lost_signal(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.keeper.lost()
     }
 }

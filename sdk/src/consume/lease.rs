@@ -1,0 +1,97 @@
+//! One batch's lease, kept alive in the background while any of its deliveries is, and
+//! the signal that it is gone.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::client::Client;
+
+/// Extends one batch's lease until every holder of it is gone; says when it is lost.
+#[derive(Debug)]
+pub(crate) struct LeaseKeeper {
+    task: Option<JoinHandle<()>>,
+    lost: watch::Sender<bool>,
+}
+
+impl LeaseKeeper {
+    /// Starts renewing `lease_id` (popped just now for `lease`) about every third of
+    /// `lease`. An empty id (an `autoAck` delivery) has nothing to renew.
+    pub(crate) fn start(client: Client, lease_id: String, lease: Duration) -> LeaseKeeper {
+        let (lost, _) = watch::channel(false);
+        if lease_id.is_empty() {
+            return LeaseKeeper { task: None, lost };
+        }
+        let flag = lost.clone();
+        let every = (lease / 3).max(Duration::from_millis(100));
+        // Popped just before this: the lease runs out no earlier than this.
+        let mut expires = Instant::now() + lease;
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(Instant::now() + every, every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let sent = Instant::now();
+                match client.extend_lease(&lease_id, lease).await {
+                    Ok(ext) if ext.renewed > 0 => {
+                        expires = sent + lease;
+                        tracing::trace!(lease = %lease_id, expires_at = ?ext.expires_at, "lease extended");
+                    }
+                    Ok(_) => {
+                        tracing::debug!(lease = %lease_id, "lease ended; no longer extending it");
+                        flag.send_replace(true);
+                        return;
+                    }
+                    // Failing past the expiry: whatever the broker did, the lease is gone.
+                    Err(e) if Instant::now() >= expires => {
+                        tracing::warn!(lease = %lease_id, error = %e, "lease extension failed past its expiry: lease lost");
+                        flag.send_replace(true);
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(lease = %lease_id, error = %e, "lease extension failed; will retry");
+                    }
+                }
+            }
+        });
+        LeaseKeeper {
+            task: Some(task),
+            lost,
+        }
+    }
+
+    /// Whether the lease is known to be gone.
+    pub(crate) fn is_lost(&self) -> bool {
+        *self.lost.borrow()
+    }
+
+    /// Records that the lease is gone (an ack or step found it so) and stops renewing.
+    pub(crate) fn mark_lost(&self) {
+        self.lost.send_replace(true);
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+    }
+
+    /// Resolves when the lease is known to be gone; never, if it is not lost before
+    /// the keeper itself is dropped.
+    pub(crate) fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.lost.subscribe();
+        async move {
+            if rx.wait_for(|lost| *lost).await.is_err() {
+                // The keeper is gone with every delivery of the batch: nothing to wait for.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+impl Drop for LeaseKeeper {
+    fn drop(&mut self) {
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+    }
+}

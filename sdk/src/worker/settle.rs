@@ -1,0 +1,194 @@
+//! How a worker settles each message, so that nothing comes back forever: the step
+//! commits, or the message is acked on its own as the outcome requires.
+
+use crate::client::Client;
+use crate::consume::lease::LeaseKeeper;
+use crate::error::{Error, RollbackReason};
+use crate::message::{AckStatus, Message};
+use crate::txn::{Commit, TransactionBuilder};
+
+use super::summary::{ErrorKind, Tally};
+
+/// How one message ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settled {
+    /// Its step committed.
+    Committed,
+    /// Its step was already done (gated, or a `duplicate`): acked `completed` alone.
+    AlreadyDone,
+    /// Undecodable: dead-lettered.
+    DeadLettered,
+    /// Acked `failed` (or dead-lettered by it, past the retry limit).
+    Failed,
+    /// The lease is gone: not committed; the lease holder has it.
+    LeaseLost,
+    /// A call may have applied or not: left to the lease's expiry.
+    Unknown,
+}
+
+impl Settled {
+    /// The outcome's name on the step's span.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Settled::Committed => "committed",
+            Settled::AlreadyDone => "already_done",
+            Settled::DeadLettered => "dead_lettered",
+            Settled::Failed => "failed",
+            Settled::LeaseLost => "lease_lost",
+            Settled::Unknown => "unknown",
+        }
+    }
+}
+
+/// Commits the handler's step for `head` (adding the ack of `head` if the step lacks
+/// it) and settles what the commit answers.
+pub(crate) async fn commit(
+    client: &Client,
+    tally: &Tally,
+    head: &Message<()>,
+    keeper: &LeaseKeeper,
+    step: TransactionBuilder,
+) -> Settled {
+    if keeper.is_lost() {
+        // Its ack would roll back (`rejected_ack`); the lease holder has the message.
+        tracing::warn!("lease lost before the step was committed: dropped");
+        tally.add(|s| s.lease_lost += 1);
+        return Settled::LeaseLost;
+    }
+    let step = if step.acks(head) {
+        step
+    } else {
+        step.ack(head)
+    };
+    match step.commit().await {
+        Ok(Commit::Committed(c)) => {
+            tracing::Span::current().record("step_txn", c.transaction_id.as_str());
+            tracing::debug!(retried = c.retried, "step committed");
+            tally.add(|s| s.committed += 1);
+            Settled::Committed
+        }
+        // The gate holds a marker: the step was done before. Its ack rolled back with
+        // it, so the message must be acked alone or it comes back at every expiry.
+        Ok(Commit::Gated { kv_reason, .. }) => {
+            tracing::info!(%kv_reason, "step gated: already done; acking the message alone");
+            ack_done(client, tally, head, keeper).await
+        }
+        Err(Error::RolledBack {
+            reason: RollbackReason::Duplicate,
+            retried,
+            ..
+        }) => {
+            tracing::info!(
+                retried,
+                "step rolled back as a duplicate: already done; acking the message alone"
+            );
+            ack_done(client, tally, head, keeper).await
+        }
+        Err(Error::RolledBack {
+            reason: RollbackReason::RejectedAck,
+            ..
+        }) => {
+            tracing::warn!(
+                "step rolled back: the lease was lost; the lease holder has the message"
+            );
+            keeper.mark_lost();
+            tally.add(|s| s.lease_lost += 1);
+            Settled::LeaseLost
+        }
+        Err(e) => match ErrorKind::of(&e) {
+            kind @ (ErrorKind::OutcomeUnknown | ErrorKind::Unavailable | ErrorKind::Decode) => {
+                tracing::warn!(error = %e, "step outcome unknown: left to the lease's expiry");
+                tally.error(kind);
+                tally.add(|s| s.unknown += 1);
+                Settled::Unknown
+            }
+            kind => {
+                tracing::warn!(error = %e, "step cannot commit: acking the message failed");
+                tally.error(kind);
+                fail(client, tally, head, keeper, &e.to_string()).await
+            }
+        },
+    }
+}
+
+/// Acks `head` `completed` on its own: its step was already done.
+async fn ack_done(
+    client: &Client,
+    tally: &Tally,
+    head: &Message<()>,
+    keeper: &LeaseKeeper,
+) -> Settled {
+    match client.ack(head, AckStatus::Completed).await {
+        Ok(out) if out.success => {
+            tally.add(|s| s.already_done += 1);
+            Settled::AlreadyDone
+        }
+        Ok(out) => refused(tally, keeper, out.error),
+        Err(e) => unknown(tally, &e),
+    }
+}
+
+/// Acks `head` `failed` with `why`: it counts an attempt, and the queue's
+/// `retryLimit` dead-letters it in the end.
+pub(crate) async fn fail(
+    client: &Client,
+    tally: &Tally,
+    head: &Message<()>,
+    keeper: &LeaseKeeper,
+    why: &str,
+) -> Settled {
+    let status = AckStatus::Failed {
+        error: why.to_string(),
+    };
+    match client.ack(head, status).await {
+        Ok(out) if out.success => {
+            tracing::info!(error = why, dlq = out.dlq, "acked failed");
+            tally.add(|s| {
+                if out.dlq {
+                    s.dead_lettered += 1;
+                } else {
+                    s.failed += 1;
+                }
+            });
+            Settled::Failed
+        }
+        Ok(out) => refused(tally, keeper, out.error),
+        Err(e) => unknown(tally, &e),
+    }
+}
+
+/// Dead-letters an undecodable message with the decoding error as the reason.
+pub(crate) async fn dead_letter(
+    client: &Client,
+    tally: &Tally,
+    msg: &Message<serde_json::Value>,
+    keeper: &LeaseKeeper,
+    reason: &str,
+) -> Settled {
+    tally.error(ErrorKind::Undecodable);
+    match client.ack_dlq(msg, reason).await {
+        Ok(out) if out.success => {
+            tracing::warn!(%reason, "payload does not decode: dead-lettered");
+            tally.add(|s| s.dead_lettered += 1);
+            Settled::DeadLettered
+        }
+        Ok(out) => refused(tally, keeper, out.error),
+        Err(e) => unknown(tally, &e),
+    }
+}
+
+/// An ack refused: the lease is gone.
+fn refused(tally: &Tally, keeper: &LeaseKeeper, why: Option<String>) -> Settled {
+    tracing::warn!(refused = ?why, "ack refused: the lease was lost");
+    keeper.mark_lost();
+    tally.add(|s| s.lease_lost += 1);
+    Settled::LeaseLost
+}
+
+/// An ack that failed: it may have applied or not.
+fn unknown(tally: &Tally, e: &Error) -> Settled {
+    tracing::warn!(error = %e, "ack failed: left to the lease's expiry");
+    tally.error(ErrorKind::of(e));
+    tally.add(|s| s.unknown += 1);
+    Settled::Unknown
+}

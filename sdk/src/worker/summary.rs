@@ -1,0 +1,168 @@
+//! What a worker did, counted as it goes and handed back when it stops.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::error::Error;
+
+/// The kinds of trouble a [`Summary`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The handler answered an error (the message was acked `failed`).
+    Handler,
+    /// The handler panicked (the message was acked `failed`).
+    Panic,
+    /// A payload did not decode as the worker's type (it was dead-lettered).
+    Undecodable,
+    /// A step broke a rule of the API ([`Error::Invalid`]) or rolled back for a reason
+    /// that retrying cannot change (the message was acked `failed`).
+    Step,
+    /// A call may or may not have applied ([`Error::OutcomeUnknown`], or a step whose
+    /// retries ran out): the message is left to its lease's expiry.
+    OutcomeUnknown,
+    /// The broker was unavailable: a 5xx, a 429, a timeout or a lost connection (a pop
+    /// is tried again after a backoff).
+    Unavailable,
+    /// The broker refused a call (a 4xx).
+    Refused,
+    /// The broker's answer did not decode.
+    Decode,
+    /// The token provider failed.
+    Token,
+}
+
+impl ErrorKind {
+    /// The kind of an SDK error.
+    pub(crate) fn of(e: &Error) -> ErrorKind {
+        match e {
+            Error::Api { status, .. } if *status >= 500 || *status == 429 || *status == 408 => {
+                ErrorKind::Unavailable
+            }
+            Error::Api { .. } => ErrorKind::Refused,
+            Error::Transport(_) | Error::DeadlineExceeded { .. } | Error::Exhausted { .. } => {
+                ErrorKind::Unavailable
+            }
+            Error::OutcomeUnknown { .. } => ErrorKind::OutcomeUnknown,
+            Error::Decode { .. } => ErrorKind::Decode,
+            Error::Undecodable { .. } => ErrorKind::Undecodable,
+            Error::Token { .. } => ErrorKind::Token,
+            Error::Invalid { .. } | Error::Serialize(_) | Error::RolledBack { .. } => {
+                ErrorKind::Step
+            }
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Why a worker stopped.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub enum Stopped {
+    /// Its shutdown signal fired.
+    #[default]
+    Shutdown,
+    /// The broker refused its pop in a way polling again cannot change (401, 403, the
+    /// queue gone, ...).
+    Refused(Error),
+}
+
+/// What a worker did, returned by [`crate::Worker::run`].
+///
+/// Every delivered message ends in exactly one of `committed`, `already_done`,
+/// `failed`, `dead_lettered` (undecodable), `lease_lost`, `unknown`, `released` or
+/// `abandoned`; `processed` counts those a handler was started for.
+///
+/// ```
+/// let s = queen_sdk::Summary::default();
+/// assert_eq!((s.processed, s.committed, s.released), (0, 0, 0));
+/// println!("{s}");
+/// ```
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct Summary {
+    /// Messages handed to the handler.
+    pub processed: u64,
+    /// Steps committed.
+    pub committed: u64,
+    /// Messages whose step was already done (`Commit::Gated`, or a `duplicate`
+    /// rollback): acked `completed` on their own.
+    pub already_done: u64,
+    /// Messages acked `failed` (a handler error or panic, or a step that cannot
+    /// commit); the queue's `retryLimit` dead-letters them in the end.
+    pub failed: u64,
+    /// Messages dead-lettered: undecodable payloads, and `failed` acks past the
+    /// retry limit.
+    pub dead_lettered: u64,
+    /// Messages dropped because their lease was lost (expired, or taken over): their
+    /// step was not committed, the lease holder has them.
+    pub lease_lost: u64,
+    /// Steps whose outcome is unknown (the commit may have applied): left to the
+    /// lease's expiry, after which the redelivered step finds itself done.
+    pub unknown: u64,
+    /// Delivered but not started when the worker stopped: given back with `retry`
+    /// acks, so another worker gets them at once.
+    pub released: u64,
+    /// In flight when the grace period ran out: their handlers were cancelled and the
+    /// messages are left to their lease's expiry.
+    pub abandoned: u64,
+    /// Trouble met, by kind (handler errors, panics, failed pops, ...).
+    pub errors: BTreeMap<ErrorKind, u64>,
+    /// Why it stopped.
+    pub stopped: Stopped,
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "processed {}, committed {}, already done {}, failed {}, dead-lettered {}, lease lost {}, unknown {}, released {}, abandoned {}",
+            self.processed,
+            self.committed,
+            self.already_done,
+            self.failed,
+            self.dead_lettered,
+            self.lease_lost,
+            self.unknown,
+            self.released,
+            self.abandoned
+        )?;
+        if !self.errors.is_empty() {
+            let errors: Vec<String> = self
+                .errors
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            write!(f, "; errors: {}", errors.join(", "))?;
+        }
+        if let Stopped::Refused(e) = &self.stopped {
+            write!(f, "; stopped by a refusal: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The running count, shared by the worker's lanes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tally(Arc<Mutex<Summary>>);
+
+impl Tally {
+    pub(crate) fn add(&self, f: impl FnOnce(&mut Summary)) {
+        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    pub(crate) fn error(&self, kind: ErrorKind) {
+        self.add(|s| *s.errors.entry(kind).or_default() += 1);
+    }
+
+    /// The count so far, taken out.
+    pub(crate) fn take(&self) -> Summary {
+        std::mem::take(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}

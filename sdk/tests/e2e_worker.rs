@@ -1,0 +1,692 @@
+//! End to end against the in-process reference broker: the worker runtime
+//! (`Client::worker`) and the consume stream that never stops by itself.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use queen_mock_broker::auth::{Auth, Role};
+use queen_mock_broker::{ManualClock, MockBroker};
+use queen_sdk::{
+    Client, DlqQuery, Error, ErrorKind, PushItem, QueueOptions, RetryPolicy, Stopped, Summary,
+    TransactionBuilder, Ttl, Worker,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Job {
+    n: u32,
+}
+
+/// A client with quick retries, so a test's failures are retried within milliseconds.
+fn client(broker: &MockBroker) -> Client {
+    Client::builder()
+        .url(broker.url())
+        .retry(
+            RetryPolicy::default()
+                .min_delay(Duration::from_millis(10))
+                .max_delay(Duration::from_millis(50)),
+        )
+        .build()
+        .unwrap()
+}
+
+async fn push(client: &Client, queue: &str, partition: &str, payloads: &[serde_json::Value]) {
+    let items = payloads
+        .iter()
+        .map(|p| PushItem::new(queue, p).partition(partition))
+        .collect();
+    client.push(items).await.unwrap();
+}
+
+/// A running worker and the way to stop it.
+struct Running {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<queen_sdk::Result<Summary>>,
+}
+
+impl Running {
+    fn start<T, H, Fut>(worker: Worker<T>, handler: H) -> Running
+    where
+        T: serde::de::DeserializeOwned + Send + 'static,
+        H: Fn(queen_sdk::Delivery<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<TransactionBuilder, String>> + Send + 'static,
+    {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(worker.run(handler, async {
+            stopped.await.ok();
+        }));
+        Running { stop, task }
+    }
+
+    async fn stop(self) -> Summary {
+        self.stop.send(()).ok();
+        tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("the worker stops within 10 s")
+            .unwrap()
+            .unwrap()
+    }
+}
+
+/// Polls `cond` every 10 ms until it holds; fails after `within`.
+async fn until(within: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let give_up = tokio::time::Instant::now() + within;
+    while !cond() {
+        assert!(tokio::time::Instant::now() < give_up, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A handler that records each payload and acks it in its step.
+fn recorder(
+    client: &Client,
+    seen: Arc<Mutex<Vec<u32>>>,
+) -> impl Fn(queen_sdk::Delivery<Job>) -> std::future::Ready<Result<TransactionBuilder, String>>
++ Send
++ Sync
++ 'static {
+    let client = client.clone();
+    move |d| {
+        seen.lock().unwrap().push(d.data.n);
+        std::future::ready(Ok(client.transaction().ack(&d)))
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Idle: paused tokio time. The broker shares the runtime, so its long-poll deadline and
+// the client's timeouts and retry deadline all run on the same virtual clock. The
+// broker's writer is a thread of its own, and the runtime would jump its clock while
+// it waits for that thread; a blocking task holds auto-advance off, and the test moves
+// time itself, a second at a time, with a real pause between steps for the writer.
+
+/// Holds tokio's auto-advance off while alive; moves time by hand.
+struct Driver {
+    _release: std::sync::mpsc::Sender<()>,
+}
+
+impl Driver {
+    fn start() -> Driver {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        tokio::task::spawn_blocking(move || {
+            let _ = rx.recv();
+        });
+        Driver { _release: tx }
+    }
+
+    /// Moves virtual time `by`, a second at a time, letting real work settle between.
+    async fn advance(&self, by: Duration) {
+        let step = Duration::from_millis(500);
+        let mut left = by;
+        while !left.is_zero() {
+            let d = step.min(left);
+            tokio::time::advance(d).await;
+            left -= d;
+            settle().await;
+        }
+    }
+}
+
+/// A real pause for the broker's writer thread and the loopback sockets.
+async fn settle() {
+    tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(3)))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_stream_with_default_settings_outlives_every_default_timeout() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = Client::new(broker.url()).unwrap(); // every default
+    let driver = Driver::start();
+    let started = tokio::time::Instant::now();
+    let errors = Arc::new(AtomicUsize::new(0));
+    let errs = errors.clone();
+    let consumer = tokio::spawn(async move {
+        let mut stream = client.consume::<Job>("idle").stream();
+        loop {
+            match stream.next().await {
+                Some(Ok(d)) => return d.data.n,
+                Some(Err(e)) => {
+                    eprintln!("stream error: {e}");
+                    errs.fetch_add(1, Ordering::Relaxed);
+                }
+                None => panic!("the stream ended by itself"),
+            }
+        }
+    });
+    // 150 s of nothing: past the retry policy's 30 s deadline, the 40 s request
+    // timeout, and several 30 s long-polls.
+    driver.advance(Duration::from_secs(150)).await;
+    assert!(!consumer.is_finished(), "the consumer is still waiting");
+    let pops = broker.requests().matching("/api/v1/pop").len();
+    assert!(pops >= 4, "it long-polled again and again: {pops} pops");
+
+    let pusher = Client::new(broker.url()).unwrap();
+    push(&pusher, "idle", "Default", &[serde_json::json!({"n": 42})]).await;
+    for _ in 0..200 {
+        if consumer.is_finished() {
+            break;
+        }
+        driver.advance(Duration::from_millis(500)).await;
+    }
+    assert!(consumer.is_finished(), "the late message arrived");
+    assert_eq!(consumer.await.unwrap(), 42);
+    assert!(started.elapsed() >= Duration::from_secs(150));
+    assert_eq!(
+        errors.load(Ordering::Relaxed),
+        0,
+        "an idle queue is no error"
+    );
+    drop(driver);
+    broker.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_worker_with_default_settings_keeps_running_and_gets_a_late_message() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = Client::new(broker.url()).unwrap();
+    let driver = Driver::start();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let running = Running::start(
+        client.worker::<Job>("idle-worker"),
+        recorder(&client, seen.clone()),
+    );
+    driver.advance(Duration::from_secs(150)).await;
+    assert!(!running.task.is_finished(), "the worker is still running");
+
+    push(
+        &client,
+        "idle-worker",
+        "Default",
+        &[serde_json::json!({"n": 7})],
+    )
+    .await;
+    for _ in 0..200 {
+        if !seen.lock().unwrap().is_empty() {
+            break;
+        }
+        driver.advance(Duration::from_millis(500)).await;
+    }
+    assert_eq!(*seen.lock().unwrap(), [7]);
+    running.stop.send(()).ok();
+    let mut summary = None;
+    for _ in 0..200 {
+        if running.task.is_finished() {
+            summary = Some(running.task.await.unwrap().unwrap());
+            break;
+        }
+        driver.advance(Duration::from_millis(500)).await;
+    }
+    let summary = summary.expect("the worker stopped");
+    assert_eq!((summary.processed, summary.committed), (1, 1), "{summary}");
+    assert!(summary.errors.is_empty(), "{summary}");
+    drop(driver);
+    broker.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_poison_payload_is_dead_lettered_and_the_good_ones_around_it_are_handled_in_order() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = client(&broker);
+    push(
+        &client,
+        "poison",
+        "p",
+        &[
+            serde_json::json!({"n": 1}),
+            serde_json::json!({"n": "not a number"}),
+            serde_json::json!({"n": 3}),
+        ],
+    )
+    .await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let running = Running::start(
+        client
+            .worker::<Job>("poison")
+            .wait(Duration::from_millis(200)),
+        recorder(&client, seen.clone()),
+    );
+    until(Duration::from_secs(5), "1 and 3 handled", || {
+        seen.lock().unwrap().len() == 2
+    })
+    .await;
+    assert_eq!(*seen.lock().unwrap(), [1, 3]);
+
+    let dead = client
+        .dlq::<serde_json::Value>(DlqQuery::queue("poison"))
+        .await
+        .unwrap();
+    assert_eq!(dead.messages.len(), 1, "{dead:?}");
+    assert_eq!(
+        dead.messages[0].data,
+        serde_json::json!({"n": "not a number"})
+    );
+    let why = dead.messages[0].error_message.clone().unwrap_or_default();
+    assert!(
+        why.contains("invalid type"),
+        "the decode error is the reason: {why:?}"
+    );
+
+    // Still running: a later message is handled too.
+    assert!(!running.task.is_finished());
+    push(&client, "poison", "p", &[serde_json::json!({"n": 4})]).await;
+    until(Duration::from_secs(5), "4 handled", || {
+        seen.lock().unwrap().len() == 3
+    })
+    .await;
+    let summary = running.stop().await;
+    assert_eq!(*seen.lock().unwrap(), [1, 3, 4]);
+    assert_eq!(
+        (summary.processed, summary.committed, summary.dead_lettered),
+        (3, 3, 1),
+        "{summary}"
+    );
+    assert_eq!(summary.errors.get(&ErrorKind::Undecodable), Some(&1));
+}
+
+/// A broker on a manual clock, so a test can move past a lease without waiting.
+async fn manual_broker() -> (MockBroker, ManualClock, Client) {
+    let clock = ManualClock::new();
+    let broker = MockBroker::builder()
+        .clock(clock.clone())
+        .start()
+        .await
+        .unwrap();
+    let client = client(&broker);
+    (broker, clock, client)
+}
+
+/// Runs one message through a worker whose step is `step`, stops the worker, moves the
+/// broker past the lease, and answers the summary and whether the message came back.
+async fn settle_one(
+    queue: &str,
+    step: impl Fn(&Client, &queen_sdk::Delivery<Job>) -> TransactionBuilder + Send + Sync + 'static,
+    before: impl AsyncFnOnce(&Client),
+) -> (Summary, usize) {
+    let (broker, clock, client) = manual_broker().await;
+    before(&client).await;
+    push(&client, queue, "Default", &[serde_json::json!({"n": 1})]).await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (c, steps) = (calls.clone(), client.clone());
+    let running = Running::start(
+        client
+            .worker::<Job>(queue)
+            .lease(Duration::from_secs(2))
+            .wait(Duration::from_millis(200)),
+        move |d| {
+            c.fetch_add(1, Ordering::Relaxed);
+            std::future::ready(Ok(step(&steps, &d)))
+        },
+    );
+    until(Duration::from_secs(5), "the handler ran", || {
+        calls.load(Ordering::Relaxed) == 1
+    })
+    .await;
+    let summary = running.stop().await;
+    clock.advance(Duration::from_secs(30)); // far past the lease
+    let again = client.pop::<Job>(queue).send().await.unwrap();
+    broker.shutdown().await;
+    (summary, again.len())
+}
+
+#[tokio::test]
+async fn a_gated_step_is_acked_on_its_own_and_not_redelivered_after_the_lease() {
+    let (summary, redelivered) = settle_one(
+        "gated",
+        |client, d| {
+            client
+                .transaction()
+                .ack(d)
+                .once("done", "job-1", Ttl::hours(1))
+        },
+        async |client: &Client| {
+            // The step was done before: its marker is set.
+            let marker = client.transaction().once("done", "job-1", Ttl::hours(1));
+            assert!(marker.commit().await.unwrap().is_committed());
+        },
+    )
+    .await;
+    assert_eq!(
+        (summary.processed, summary.already_done, summary.committed),
+        (1, 1, 0),
+        "{summary}"
+    );
+    assert_eq!(redelivered, 0, "acked: not redelivered after the lease");
+}
+
+#[tokio::test]
+async fn a_duplicate_on_the_first_attempt_is_acked_on_its_own_and_not_redelivered() {
+    let (summary, redelivered) = settle_one(
+        "dup",
+        // No ack in the step: the runner adds it.
+        |client, _| {
+            client
+                .transaction()
+                .push("receipts", |p| p.transaction_id("receipt-1").payload(&1))
+        },
+        async |client: &Client| {
+            // The receipt exists already: the step's push is a duplicate.
+            let receipt = PushItem::new("receipts", &1).transaction_id("receipt-1");
+            client.push(vec![receipt]).await.unwrap();
+        },
+    )
+    .await;
+    assert_eq!(
+        (summary.processed, summary.already_done, summary.committed),
+        (1, 1, 0),
+        "{summary}"
+    );
+    assert_eq!(redelivered, 0, "acked: not redelivered after the lease");
+}
+
+#[tokio::test]
+async fn handler_errors_and_panics_ack_failed_and_the_retry_limit_dead_letters_them() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = client(&broker);
+    client
+        .configure("flaky", QueueOptions::new().retry_limit(1))
+        .await
+        .unwrap();
+    push(&client, "flaky", "errs", &[serde_json::json!({"n": 1})]).await;
+    push(&client, "flaky", "panics", &[serde_json::json!({"n": 2})]).await;
+    let calls = Arc::new(Mutex::new(BTreeMap::<u32, usize>::new()));
+    let (seen, steps) = (calls.clone(), client.clone());
+    let running = Running::start(
+        client
+            .worker::<Job>("flaky")
+            .concurrency(2)
+            .wait(Duration::from_millis(200)),
+        move |d| {
+            *seen.lock().unwrap().entry(d.data.n).or_default() += 1;
+            let step = steps.transaction().ack(&d);
+            async move {
+                match d.data.n {
+                    1 => Err("boom".to_string()),
+                    2 => panic!("kaboom"),
+                    _ => Ok(step),
+                }
+            }
+        },
+    );
+    until(Duration::from_secs(10), "both in the DLQ", || {
+        broker
+            .inspect()
+            .queues()
+            .map(|_| calls.lock().unwrap().values().sum::<usize>() >= 4)
+            .unwrap_or(false)
+    })
+    .await;
+    let dead = async || {
+        client
+            .dlq::<Job>(DlqQuery::queue("flaky"))
+            .await
+            .unwrap()
+            .messages
+    };
+    until(Duration::from_secs(5), "both dead-lettered", || true).await;
+    let mut letters = dead().await;
+    for _ in 0..100 {
+        if letters.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        letters = dead().await;
+    }
+    letters.sort_by_key(|l| l.data.n);
+    assert_eq!(letters.len(), 2, "{letters:?}");
+    assert_eq!(letters[0].error_message.as_deref(), Some("boom"));
+    assert_eq!(
+        letters[1].error_message.as_deref(),
+        Some("handler panicked: kaboom")
+    );
+    // retryLimit 1: a first failure is redelivered, the second dead-letters.
+    assert_eq!(*calls.lock().unwrap(), BTreeMap::from([(1, 2), (2, 2)]));
+
+    // The worker goes on.
+    push(&client, "flaky", "errs", &[serde_json::json!({"n": 3})]).await;
+    until(Duration::from_secs(5), "3 handled", || {
+        calls.lock().unwrap().contains_key(&3)
+    })
+    .await;
+    let summary = running.stop().await;
+    assert_eq!(
+        (summary.failed, summary.dead_lettered, summary.committed),
+        (2, 2, 1),
+        "{summary}"
+    );
+    assert_eq!(summary.errors.get(&ErrorKind::Handler), Some(&2));
+    assert_eq!(summary.errors.get(&ErrorKind::Panic), Some(&2));
+}
+
+#[tokio::test]
+async fn concurrency_4_handles_4_partitions_at_once_each_in_order() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = client(&broker);
+    for p in 0..4 {
+        let payloads: Vec<_> = (0..3)
+            .map(|n| serde_json::json!({"n": p * 10 + n}))
+            .collect();
+        push(&client, "wide", &format!("p{p}"), &payloads).await;
+    }
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Mutex::new(BTreeMap::<String, Vec<u32>>::new()));
+    let (now, max, log, steps) = (
+        in_flight.clone(),
+        most.clone(),
+        seen.clone(),
+        client.clone(),
+    );
+    let running = Running::start(
+        client
+            .worker::<Job>("wide")
+            .concurrency(4)
+            .wait(Duration::from_millis(200)),
+        move |d| {
+            let (now, max, log) = (now.clone(), max.clone(), log.clone());
+            let step = steps.transaction().ack(&d);
+            async move {
+                let at_once = now.fetch_add(1, Ordering::SeqCst) + 1;
+                max.fetch_max(at_once, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                log.lock()
+                    .unwrap()
+                    .entry(d.partition.clone())
+                    .or_default()
+                    .push(d.data.n);
+                now.fetch_sub(1, Ordering::SeqCst);
+                Ok(step)
+            }
+        },
+    );
+    until(Duration::from_secs(10), "12 handled", || {
+        seen.lock().unwrap().values().map(Vec::len).sum::<usize>() == 12
+    })
+    .await;
+    let summary = running.stop().await;
+    assert_eq!(most.load(Ordering::SeqCst), 4, "4 partitions at once");
+    for (p, ns) in seen.lock().unwrap().iter() {
+        let mut sorted = ns.clone();
+        sorted.sort();
+        assert_eq!(ns, &sorted, "partition {p} in order");
+    }
+    assert_eq!(
+        (summary.processed, summary.committed),
+        (12, 12),
+        "{summary}"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_finishes_the_running_handler_and_releases_what_was_not_started() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = client(&broker);
+    let payloads: Vec<_> = (0..5).map(|n| serde_json::json!({"n": n})).collect();
+    push(&client, "drain", "p", &payloads).await;
+    let started = Arc::new(Notify::new());
+    let go_on = Arc::new(Notify::new());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let (s, g, log, done, steps) = (
+        started.clone(),
+        go_on.clone(),
+        seen.clone(),
+        finished.clone(),
+        client.clone(),
+    );
+    let running = Running::start(
+        client
+            .worker::<Job>("drain")
+            .batch(5)
+            .lease(Duration::from_secs(60))
+            .wait(Duration::from_millis(200)),
+        move |d| {
+            let (s, g, log, done) = (s.clone(), g.clone(), log.clone(), done.clone());
+            let step = steps.transaction().ack(&d);
+            async move {
+                log.lock().unwrap().push(d.data.n);
+                s.notify_one();
+                g.notified().await; // in flight when the worker is told to stop
+                done.fetch_add(1, Ordering::SeqCst);
+                Ok(step)
+            }
+        },
+    );
+    tokio::time::timeout(Duration::from_secs(5), started.notified())
+        .await
+        .expect("the first handler started");
+    running.stop.send(()).ok();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !running.task.is_finished(),
+        "waiting for the running handler"
+    );
+    go_on.notify_one();
+    let summary = tokio::time::timeout(Duration::from_secs(10), running.task)
+        .await
+        .expect("stopped")
+        .unwrap()
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), [0], "nothing else was started");
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        1,
+        "the running handler finished"
+    );
+    assert_eq!(
+        (summary.processed, summary.committed, summary.released),
+        (1, 1, 4),
+        "{summary}"
+    );
+    assert!(matches!(summary.stopped, Stopped::Shutdown));
+
+    // Given back at once: another consumer gets them now, not after the 60 s lease.
+    let next = client.pop::<Job>("drain").batch(10).send().await.unwrap();
+    let ns: Vec<u32> = next.iter().map(|m| m.data.n).collect();
+    assert_eq!(ns, [1, 2, 3, 4]);
+}
+
+#[tokio::test]
+async fn a_lost_lease_fires_the_signal_and_the_step_is_not_committed() {
+    let (broker, clock, client) = manual_broker().await;
+    push(&client, "lost", "Default", &[serde_json::json!({"n": 1})]).await;
+    let started = Arc::new(Notify::new());
+    let (s, steps) = (started.clone(), client.clone());
+    let running = Running::start(
+        client
+            .worker::<Job>("lost")
+            .lease(Duration::from_secs(1))
+            .wait(Duration::from_millis(200)),
+        move |d| {
+            let s = s.clone();
+            let step = steps
+                .transaction()
+                .ack(&d)
+                .push("receipts", |p| p.payload(&"done"));
+            async move {
+                if d.delivery_attempt != Some(1) {
+                    // The redelivery after the lapse: not what this test is about.
+                    return Err("a later attempt".to_string());
+                }
+                s.notify_one();
+                tokio::time::timeout(Duration::from_secs(5), d.lease_lost_signal())
+                    .await
+                    .map_err(|_| "the lease-lost signal never fired".to_string())?;
+                assert!(d.lease_lost());
+                Ok(step) // too late: the runner must not commit it
+            }
+        },
+    );
+    tokio::time::timeout(Duration::from_secs(5), started.notified())
+        .await
+        .expect("the handler started");
+    clock.advance(Duration::from_secs(10)); // the lease lapses before a renewal
+    // The first attempt settles before the redelivery is acked (failed).
+    until(Duration::from_secs(5), "the redelivery", || {
+        !broker.requests().matching("/api/v1/ack").is_empty()
+    })
+    .await;
+    let summary = running.stop().await;
+    assert_eq!((summary.lease_lost, summary.committed), (1, 0), "{summary}");
+    assert!(
+        broker
+            .inspect()
+            .messages("receipts", "Default")
+            .unwrap()
+            .is_empty(),
+        "the step was not committed"
+    );
+}
+
+#[tokio::test]
+async fn builder_misuse_is_invalid_before_anything_is_sent() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = client(&broker);
+    let handler = |_: queen_sdk::Delivery<Job>| async { Err::<TransactionBuilder, _>("unused") };
+    let never = std::future::pending::<()>;
+    let cases = [
+        client.worker::<Job>("q").concurrency(0),
+        client.worker::<Job>("q").batch(0),
+        client.worker::<Job>("q").lease(Duration::from_millis(999)),
+        client.worker::<Job>(""),
+    ];
+    for w in cases {
+        let shown = format!("{w:?}");
+        match w.run(handler, never()).await {
+            Err(Error::Invalid { op, rule }) => eprintln!("{op}: {rule}"),
+            other => panic!("{shown}: expected Invalid, got {other:?}"),
+        }
+    }
+    assert!(broker.requests().entries().is_empty(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn a_refused_pop_stops_the_worker_and_says_why() {
+    let broker = MockBroker::builder()
+        .auth(Auth::new().token("reader", Role::ReadOnly, "acme", None))
+        .start()
+        .await
+        .unwrap();
+    // No token: every pop is refused with a 401, which polling again cannot change.
+    let client = client(&broker);
+    let summary = client
+        .worker::<Job>("locked")
+        .run(
+            |_| async { Err::<TransactionBuilder, _>("unused") },
+            std::future::pending::<()>(),
+        )
+        .await
+        .unwrap();
+    match &summary.stopped {
+        Stopped::Refused(e) => assert_eq!(e.status(), Some(401), "{e}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(summary.processed, 0);
+}
