@@ -119,4 +119,4 @@ pub use txn::{
     AckResult, Commit, Committed, Kv, KvOp, KvResult, LockGuard, PositionResult, Push, PushResult,
     StepResult, Timer, TimerAction, TimerResult, TransactionBuilder, Ttl,
 };
-pub use worker::{ErrorKind, Stopped, Summary, Worker};
+pub use worker::{ErrorKind, Outcome, Stopped, Summary, Worker};

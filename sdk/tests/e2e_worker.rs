@@ -10,8 +10,8 @@ use futures::StreamExt;
 use queen_mock_broker::auth::{Auth, Role};
 use queen_mock_broker::{ManualClock, MockBroker};
 use queen_sdk::{
-    Client, DlqQuery, Error, ErrorKind, PushItem, QueueOptions, RetryPolicy, Stopped, Summary,
-    TransactionBuilder, Ttl, Worker,
+    Client, DlqQuery, Error, ErrorKind, Outcome, PushItem, QueueOptions, RetryPolicy, Stopped,
+    Summary, TransactionBuilder, Ttl, Worker,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, oneshot};
@@ -309,8 +309,10 @@ async fn settle_one(
     queue: &str,
     step: impl Fn(&Client, &queen_sdk::Delivery<Job>) -> TransactionBuilder + Send + Sync + 'static,
     before: impl AsyncFnOnce(&Client),
-) -> (Summary, usize) {
+) -> (Summary, usize, Vec<Outcome>) {
     let (broker, clock, client) = manual_broker().await;
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let observed = outcomes.clone();
     before(&client).await;
     push(&client, queue, "Default", &[serde_json::json!({"n": 1})]).await;
     let calls = Arc::new(AtomicUsize::new(0));
@@ -319,7 +321,8 @@ async fn settle_one(
         client
             .worker::<Job>(queue)
             .lease(Duration::from_secs(2))
-            .wait(Duration::from_millis(200)),
+            .wait(Duration::from_millis(200))
+            .on_settled(move |_, outcome| observed.lock().unwrap().push(outcome.clone())),
         move |d| {
             c.fetch_add(1, Ordering::Relaxed);
             std::future::ready(Ok(step(&steps, &d)))
@@ -333,12 +336,13 @@ async fn settle_one(
     clock.advance(Duration::from_secs(30)); // far past the lease
     let again = client.pop::<Job>(queue).send().await.unwrap();
     broker.shutdown().await;
-    (summary, again.len())
+    let outcomes = outcomes.lock().unwrap().clone();
+    (summary, again.len(), outcomes)
 }
 
 #[tokio::test]
 async fn a_gated_step_is_acked_on_its_own_and_not_redelivered_after_the_lease() {
-    let (summary, redelivered) = settle_one(
+    let (summary, redelivered, outcomes) = settle_one(
         "gated",
         |client, d| {
             client
@@ -359,11 +363,12 @@ async fn a_gated_step_is_acked_on_its_own_and_not_redelivered_after_the_lease() 
         "{summary}"
     );
     assert_eq!(redelivered, 0, "acked: not redelivered after the lease");
+    assert_eq!(outcomes, [Outcome::AlreadyDone { retried: false }]);
 }
 
 #[tokio::test]
 async fn a_duplicate_on_the_first_attempt_is_acked_on_its_own_and_not_redelivered() {
-    let (summary, redelivered) = settle_one(
+    let (summary, redelivered, outcomes) = settle_one(
         "dup",
         // No ack in the step: the runner adds it.
         |client, _| {
@@ -384,6 +389,7 @@ async fn a_duplicate_on_the_first_attempt_is_acked_on_its_own_and_not_redelivere
         "{summary}"
     );
     assert_eq!(redelivered, 0, "acked: not redelivered after the lease");
+    assert_eq!(outcomes, [Outcome::AlreadyDone { retried: false }]);
 }
 
 #[tokio::test]

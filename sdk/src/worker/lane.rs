@@ -24,7 +24,7 @@ use crate::consume::{Delivery, decode_payload};
 use crate::message::{AckStatus, Message};
 use crate::txn::TransactionBuilder;
 
-use super::settle::{self, Settled};
+use super::settle::{self, Outcome};
 use super::summary::{ErrorKind, Tally};
 
 /// The handler, its error type erased to its text.
@@ -34,10 +34,14 @@ pub(crate) type Handler<T> = Arc<
         + Sync,
 >;
 
+/// Told of each settlement ([`crate::Worker::on_settled`]).
+pub(crate) type Observer = Arc<dyn Fn(&Message<()>, &Outcome) + Send + Sync>;
+
 /// What every lane shares.
 pub(crate) struct Lanes<T> {
     pub client: Client,
     pub handler: Handler<T>,
+    pub observer: Option<Observer>,
     pub tally: Tally,
     /// `true` once the worker is stopping: no new message is started.
     pub stop: watch::Receiver<bool>,
@@ -98,15 +102,17 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
         let settled = one(&lanes, raw, &keeper).await;
         unsettled.n -= 1;
         match settled {
-            Settled::Committed | Settled::AlreadyDone | Settled::DeadLettered => {}
+            Outcome::Committed { .. }
+            | Outcome::AlreadyDone { .. }
+            | Outcome::DeadLettered { .. } => {}
             // The nack gave back this message and everything after it: they come again,
             // in order, at a later pop. Released explicitly too, for a broker that frees
             // a batch only once every message of it is acked.
-            Settled::Failed => {
+            Outcome::Failed { .. } => {
                 release(&lanes, &mut unsettled, rest).await;
                 return;
             }
-            Settled::LeaseLost => {
+            Outcome::LeaseLost => {
                 let n = rest.len() as u64;
                 lanes.tally.add(|s| s.lease_lost += n);
                 unsettled.n = 0;
@@ -115,7 +121,7 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
             // Whether the step applied is unknown, so nothing after it may be acked
             // (a completion would commit the cursor past it): the rest waits for the
             // lease to lapse, and the redelivered step finds itself done or not.
-            Settled::Unknown => return,
+            Outcome::Unknown { .. } => return,
         }
     }
 }
@@ -147,7 +153,8 @@ async fn one<T: DeserializeOwned + Send + 'static>(
     lanes: &Lanes<T>,
     raw: RawMessage,
     keeper: &Arc<LeaseKeeper>,
-) -> Settled {
+) -> Outcome {
+    let head = head_of(&raw);
     let span = tracing::info_span!(
         "queen.step",
         queue = %raw.queue,
@@ -167,7 +174,6 @@ async fn one<T: DeserializeOwned + Send + 'static>(
                     .await;
             }
         };
-        let head = head_of(&msg);
         lanes.tally.add(|s| s.processed += 1);
         let delivery = Delivery {
             msg,
@@ -196,6 +202,9 @@ async fn one<T: DeserializeOwned + Send + 'static>(
     .instrument(span.clone())
     .await;
     span.record("outcome", settled.name());
+    if let Some(observe) = &lanes.observer {
+        observe(&head, &settled);
+    }
     settled
 }
 

@@ -18,13 +18,14 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
+pub use settle::Outcome;
 pub use summary::{ErrorKind, Stopped, Summary};
 
 use crate::client::Client;
 use crate::consume::poll::PollSpec;
 use crate::consume::{DEFAULT_BATCH, DEFAULT_LEASE, DEFAULT_WAIT, Delivery};
 use crate::error::{Error, Result};
-use crate::message::SubscriptionMode;
+use crate::message::{Message, SubscriptionMode};
 use crate::txn::TransactionBuilder;
 use crate::validate;
 
@@ -102,6 +103,7 @@ pub struct Worker<T> {
     spec: PollSpec,
     concurrency: usize,
     grace: Duration,
+    observer: Option<lane::Observer>,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -112,6 +114,7 @@ impl<T> Clone for Worker<T> {
             spec: self.spec.clone(),
             concurrency: self.concurrency,
             grace: self.grace,
+            observer: self.observer.clone(),
             _t: PhantomData,
         }
     }
@@ -123,6 +126,7 @@ impl<T> fmt::Debug for Worker<T> {
             .field("spec", &self.spec)
             .field("concurrency", &self.concurrency)
             .field("grace", &self.grace)
+            .field("observed", &self.observer.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -156,6 +160,7 @@ impl Client {
             },
             concurrency: 1,
             grace: DEFAULT_GRACE,
+            observer: None,
             _t: PhantomData,
         }
     }
@@ -276,6 +281,42 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
         self
     }
 
+    /// Calls `f` after each message is settled, with the message (its payload left
+    /// out) and how it ended: to log, count or export settlements your own way. It runs
+    /// on the worker's lane, so keep it quick.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{Outcome, PushItem};
+    /// client.push(vec![PushItem::new("jobs", &1)]).await?;
+    /// let steps = client.clone();
+    /// client
+    ///     .worker::<u32>("jobs")
+    ///     .on_settled(|msg, outcome| {
+    ///         if let Outcome::Committed { transaction_id, .. } = outcome {
+    ///             println!("{} committed in {transaction_id}", msg.id);
+    ///         }
+    ///     })
+    ///     .run(
+    ///         move |job| std::future::ready(Ok::<_, String>(steps.transaction().ack(&job))),
+    ///         tokio::time::sleep(std::time::Duration::from_millis(300)),
+    ///     )
+    ///     .await?;
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn on_settled(
+        mut self,
+        f: impl Fn(&Message<()>, &Outcome) + Send + Sync + 'static,
+    ) -> Self {
+        self.observer = Some(Arc::new(f));
+        self
+    }
+
     /// Checks the settings; nothing is sent.
     fn check(&self) -> Result<()> {
         validate::name("worker queue", &self.spec.queue)?;
@@ -359,6 +400,7 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
             self.concurrency,
             self.grace,
             handler,
+            self.observer,
             shutdown,
         )
         .await)

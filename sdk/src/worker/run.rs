@@ -14,7 +14,7 @@ use crate::client::Client;
 use crate::consume::lease::LeaseKeeper;
 use crate::consume::poll::{PollSpec, Polled, Poller};
 
-use super::lane::{self, Handler, Lanes};
+use super::lane::{self, Handler, Lanes, Observer};
 use super::summary::{ErrorKind, Stopped, Summary, Tally};
 
 type Polling = Pin<Box<dyn Future<Output = (Box<Poller>, Polled)> + Send>>;
@@ -26,6 +26,7 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
     concurrency: usize,
     grace: Duration,
     handler: Handler<T>,
+    observer: Option<Observer>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Summary {
     let lease = spec.lease;
@@ -35,6 +36,7 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
     let shared = Arc::new(Lanes {
         client: client.clone(),
         handler,
+        observer,
         tally: tally.clone(),
         stop: stopping,
     });

@@ -9,33 +9,65 @@ use crate::txn::{Commit, TransactionBuilder};
 
 use super::summary::{ErrorKind, Tally};
 
-/// How one message ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Settled {
+/// How the worker settled one message; see [`crate::Worker::on_settled`].
+///
+/// ```
+/// use queen_sdk::Outcome;
+/// let o = Outcome::AlreadyDone { retried: true };
+/// assert_eq!(o.name(), "already_done");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
     /// Its step committed.
-    Committed,
-    /// Its step was already done (gated, or a `duplicate`): acked `completed` alone.
-    AlreadyDone,
-    /// Undecodable: dead-lettered.
-    DeadLettered,
-    /// Acked `failed` (or dead-lettered by it, past the retry limit).
-    Failed,
-    /// The lease is gone: not committed; the lease holder has it.
+    Committed {
+        /// The id the broker minted for the transaction.
+        transaction_id: String,
+        /// The answer came to a resend (an earlier attempt may have applied).
+        retried: bool,
+    },
+    /// Its step was already done (`Commit::Gated`, or a `duplicate` rollback): the
+    /// message was acked `completed` on its own.
+    AlreadyDone {
+        /// The verdict came to a resend: the first attempt most probably committed.
+        retried: bool,
+    },
+    /// Acked `failed` (the handler failed or panicked, or the step cannot commit).
+    Failed {
+        /// The reason sent with the ack.
+        error: String,
+        /// The ack was past the queue's `retryLimit`: the message is dead-lettered.
+        dead_lettered: bool,
+    },
+    /// Its payload does not decode: dead-lettered.
+    DeadLettered {
+        /// The decoding error, kept on the dead letter.
+        reason: String,
+    },
+    /// The lease is gone: nothing was committed; the lease holder has the message.
     LeaseLost,
     /// A call may have applied or not: left to the lease's expiry.
-    Unknown,
+    Unknown {
+        /// What failed.
+        error: String,
+    },
 }
 
-impl Settled {
-    /// The outcome's name on the step's span.
-    pub(crate) fn name(self) -> &'static str {
+impl Outcome {
+    /// The outcome's name, as on the step's span (`committed`, `already_done`,
+    /// `failed`, `dead_lettered`, `lease_lost`, `unknown`).
+    ///
+    /// ```
+    /// assert_eq!(queen_sdk::Outcome::LeaseLost.name(), "lease_lost");
+    /// ```
+    pub fn name(&self) -> &'static str {
         match self {
-            Settled::Committed => "committed",
-            Settled::AlreadyDone => "already_done",
-            Settled::DeadLettered => "dead_lettered",
-            Settled::Failed => "failed",
-            Settled::LeaseLost => "lease_lost",
-            Settled::Unknown => "unknown",
+            Outcome::Committed { .. } => "committed",
+            Outcome::AlreadyDone { .. } => "already_done",
+            Outcome::Failed { .. } => "failed",
+            Outcome::DeadLettered { .. } => "dead_lettered",
+            Outcome::LeaseLost => "lease_lost",
+            Outcome::Unknown { .. } => "unknown",
         }
     }
 }
@@ -48,12 +80,12 @@ pub(crate) async fn commit(
     head: &Message<()>,
     keeper: &LeaseKeeper,
     step: TransactionBuilder,
-) -> Settled {
+) -> Outcome {
     if keeper.is_lost() {
         // Its ack would roll back (`rejected_ack`); the lease holder has the message.
         tracing::warn!("lease lost before the step was committed: dropped");
         tally.add(|s| s.lease_lost += 1);
-        return Settled::LeaseLost;
+        return Outcome::LeaseLost;
     }
     let step = if step.acks(head) {
         step
@@ -65,13 +97,18 @@ pub(crate) async fn commit(
             tracing::Span::current().record("step_txn", c.transaction_id.as_str());
             tracing::debug!(retried = c.retried, "step committed");
             tally.add(|s| s.committed += 1);
-            Settled::Committed
+            Outcome::Committed {
+                transaction_id: c.transaction_id,
+                retried: c.retried,
+            }
         }
         // The gate holds a marker: the step was done before. Its ack rolled back with
         // it, so the message must be acked alone or it comes back at every expiry.
-        Ok(Commit::Gated { kv_reason, .. }) => {
-            tracing::info!(%kv_reason, "step gated: already done; acking the message alone");
-            ack_done(client, tally, head, keeper).await
+        Ok(Commit::Gated {
+            kv_reason, retried, ..
+        }) => {
+            tracing::info!(%kv_reason, retried, "step gated: already done; acking the message alone");
+            ack_done(client, tally, head, keeper, retried).await
         }
         Err(Error::RolledBack {
             reason: RollbackReason::Duplicate,
@@ -82,7 +119,7 @@ pub(crate) async fn commit(
                 retried,
                 "step rolled back as a duplicate: already done; acking the message alone"
             );
-            ack_done(client, tally, head, keeper).await
+            ack_done(client, tally, head, keeper, retried).await
         }
         Err(Error::RolledBack {
             reason: RollbackReason::RejectedAck,
@@ -93,14 +130,16 @@ pub(crate) async fn commit(
             );
             keeper.mark_lost();
             tally.add(|s| s.lease_lost += 1);
-            Settled::LeaseLost
+            Outcome::LeaseLost
         }
         Err(e) => match ErrorKind::of(&e) {
             kind @ (ErrorKind::OutcomeUnknown | ErrorKind::Unavailable | ErrorKind::Decode) => {
                 tracing::warn!(error = %e, "step outcome unknown: left to the lease's expiry");
                 tally.error(kind);
                 tally.add(|s| s.unknown += 1);
-                Settled::Unknown
+                Outcome::Unknown {
+                    error: e.to_string(),
+                }
             }
             kind => {
                 tracing::warn!(error = %e, "step cannot commit: acking the message failed");
@@ -117,11 +156,12 @@ async fn ack_done(
     tally: &Tally,
     head: &Message<()>,
     keeper: &LeaseKeeper,
-) -> Settled {
+    retried: bool,
+) -> Outcome {
     match client.ack(head, AckStatus::Completed).await {
         Ok(out) if out.success => {
             tally.add(|s| s.already_done += 1);
-            Settled::AlreadyDone
+            Outcome::AlreadyDone { retried }
         }
         Ok(out) => refused(tally, keeper, out.error),
         Err(e) => unknown(tally, &e),
@@ -136,7 +176,7 @@ pub(crate) async fn fail(
     head: &Message<()>,
     keeper: &LeaseKeeper,
     why: &str,
-) -> Settled {
+) -> Outcome {
     let status = AckStatus::Failed {
         error: why.to_string(),
     };
@@ -150,7 +190,10 @@ pub(crate) async fn fail(
                     s.failed += 1;
                 }
             });
-            Settled::Failed
+            Outcome::Failed {
+                error: why.to_string(),
+                dead_lettered: out.dlq,
+            }
         }
         Ok(out) => refused(tally, keeper, out.error),
         Err(e) => unknown(tally, &e),
@@ -164,13 +207,15 @@ pub(crate) async fn dead_letter(
     msg: &Message<serde_json::Value>,
     keeper: &LeaseKeeper,
     reason: &str,
-) -> Settled {
+) -> Outcome {
     tally.error(ErrorKind::Undecodable);
     match client.ack_dlq(msg, reason).await {
         Ok(out) if out.success => {
             tracing::warn!(%reason, "payload does not decode: dead-lettered");
             tally.add(|s| s.dead_lettered += 1);
-            Settled::DeadLettered
+            Outcome::DeadLettered {
+                reason: reason.to_string(),
+            }
         }
         Ok(out) => refused(tally, keeper, out.error),
         Err(e) => unknown(tally, &e),
@@ -178,17 +223,19 @@ pub(crate) async fn dead_letter(
 }
 
 /// An ack refused: the lease is gone.
-fn refused(tally: &Tally, keeper: &LeaseKeeper, why: Option<String>) -> Settled {
+fn refused(tally: &Tally, keeper: &LeaseKeeper, why: Option<String>) -> Outcome {
     tracing::warn!(refused = ?why, "ack refused: the lease was lost");
     keeper.mark_lost();
     tally.add(|s| s.lease_lost += 1);
-    Settled::LeaseLost
+    Outcome::LeaseLost
 }
 
 /// An ack that failed: it may have applied or not.
-fn unknown(tally: &Tally, e: &Error) -> Settled {
+fn unknown(tally: &Tally, e: &Error) -> Outcome {
     tracing::warn!(error = %e, "ack failed: left to the lease's expiry");
     tally.error(ErrorKind::of(e));
     tally.add(|s| s.unknown += 1);
-    Settled::Unknown
+    Outcome::Unknown {
+        error: e.to_string(),
+    }
 }
