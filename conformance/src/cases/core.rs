@@ -979,7 +979,7 @@ fn acks() -> Vec<Case> {
         case!(
             "core.ack.completed-aliases",
             Must,
-            "`completed` (default; also `success`, `acked`, `ok`) | the message is done for this group; the cursor moves past every done message at its head; when the whole batch is done the lease is released",
+            "`completed` (default; also `success`, `acked`, `ok`) | commits the group's cursor past this message: it and every earlier message of the batch are done (4a); when the cursor reaches the batch end the lease is released",
             [Core],
             |cx: Ctx| async move {
                 let (q, g) = (cx.name("q"), cx.name("g"));
@@ -1018,7 +1018,7 @@ fn acks() -> Vec<Case> {
         case!(
             "core.ack.failed-retry-limit",
             Must,
-            "`failed` | counts one attempt: redelivered while attempts stay within `retryLimit`, then dead-lettered (or dropped with `deadLetterQueue: false`); `error` is kept as the reason",
+            "`failed` | counts one attempt and clamps the cursor before this message for the rest of the call (4a): it and the rest of its batch are delivered again, while attempts stay within `retryLimit`, then it is dead-lettered (or dropped with `deadLetterQueue: false`); `error` is kept as the reason",
             [Core],
             |cx: Ctx| async move {
                 let q = cx.name("q");
@@ -1082,7 +1082,7 @@ fn acks() -> Vec<Case> {
         case!(
             "core.ack.retry-counts-nothing",
             Must,
-            "`retry` | released for redelivery without counting an attempt",
+            "`retry` | the same clamp without counting an attempt",
             [Core],
             |cx: Ctx| async move {
                 let q = cx.name("q");
