@@ -20,6 +20,7 @@ pub mod pop;
 pub mod push;
 pub mod queues;
 pub mod requests;
+pub mod resources;
 pub mod retention;
 pub mod timers;
 pub mod txn;
@@ -507,13 +508,58 @@ impl Engine {
         })
     }
 
-    /// Lists dead letters from the last commit, without waiting on the writer.
-    pub async fn dlq(&self, tenant: &str, q: dlq::DlqQuery) -> Result<dlq::DlqPage, EngineError> {
+    /// Runs a read of the last commit on the blocking pool, without waiting on the
+    /// writer.
+    async fn read<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Database, crate::clock::Micros) -> Result<R, crate::store::StoreError>
+        + Send
+        + 'static,
+    ) -> Result<R, EngineError> {
         let db = self.shared.db.clone();
-        let tenant = tenant.to_string();
-        tokio::task::spawn_blocking(move || dlq::list(&db, &tenant, &q))
+        let now = self.shared.clock.now_micros();
+        tokio::task::spawn_blocking(move || f(&db, now))
             .await
             .map_err(|e| EngineError::Storage(e.to_string()))?
             .map_err(EngineError::from)
+    }
+
+    /// Every queue of the tenant with its partitions' figures ([`resources`]).
+    pub async fn queue_stats(
+        &self,
+        tenant: &str,
+    ) -> Result<Vec<resources::QueueStats>, EngineError> {
+        let tenant = tenant.to_string();
+        self.read(move |db, now| resources::queues(db, &tenant, now))
+            .await
+    }
+
+    /// One queue with its partitions' figures; `None` when it does not exist.
+    pub async fn queue_detail(
+        &self,
+        tenant: &str,
+        queue: &str,
+    ) -> Result<Option<resources::QueueStats>, EngineError> {
+        let (tenant, queue) = (tenant.to_string(), queue.to_string());
+        self.read(move |db, now| resources::queue(db, &tenant, &queue, now))
+            .await
+    }
+
+    /// One message and where it stands for each group; `None` when unknown.
+    pub async fn message_detail(
+        &self,
+        tenant: &str,
+        partition_id: u64,
+        transaction_id: &str,
+    ) -> Result<Option<resources::MessageDetail>, EngineError> {
+        let (tenant, txn) = (tenant.to_string(), transaction_id.to_string());
+        self.read(move |db, now| resources::message(db, &tenant, partition_id, &txn, now))
+            .await
+    }
+
+    /// Lists dead letters from the last commit, without waiting on the writer.
+    pub async fn dlq(&self, tenant: &str, q: dlq::DlqQuery) -> Result<dlq::DlqPage, EngineError> {
+        let tenant = tenant.to_string();
+        self.read(move |db, _| dlq::list(db, &tenant, &q)).await
     }
 }

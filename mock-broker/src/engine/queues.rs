@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::error::EngineError;
 use crate::store::keys::{Key, KeyReader};
 use crate::store::records::{PartitionRecord, PartitionRef, QueueRecord};
-use crate::store::{StoreError, T, Tx};
+use crate::store::{StoreError, T, Tx, View};
 
 /// Largest queue or partition name, in bytes: the key budget (ours, `wire.md` section 1).
 pub const MAX_NAME_BYTES: usize = 1024;
@@ -163,7 +163,7 @@ pub fn configure(tx: &mut Tx, tenant: &str, req: Configure) -> Result<QueueRecor
     let key = Key::tenant(tenant).str(&req.queue).into_bytes();
     let mut rec = match tx.get::<QueueRecord>(T::Queues, &key)? {
         Some(r) => r,
-        None => new_queue(tx.now),
+        None => new_queue(&req.queue, tx.now),
     };
     if req.replace {
         rec.options = default_options();
@@ -188,12 +188,28 @@ pub fn configure(tx: &mut Tx, tenant: &str, req: Configure) -> Result<QueueRecor
     Ok(rec)
 }
 
-fn new_queue(now: i64) -> QueueRecord {
+fn new_queue(name: &str, now: i64) -> QueueRecord {
+    let (namespace, task) = derived_namespace_task(name);
     QueueRecord {
-        namespace: None,
-        task: None,
+        namespace,
+        task,
         options: default_options(),
         created_at: now,
+    }
+}
+
+/// The namespace and task a queue named `namespace.task.rest` gets when it is created
+/// without them (Queen 2 derives them from a dotted name, so a queue that was only
+/// ever pushed to can still be found by a discovery pop).
+fn derived_namespace_task(name: &str) -> (Option<String>, Option<String>) {
+    let mut parts = name.splitn(3, '.');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(ns), Some(task), Some(rest))
+            if !ns.is_empty() && !task.is_empty() && !rest.is_empty() =>
+        {
+            (Some(ns.to_string()), Some(task.to_string()))
+        }
+        _ => (None, None),
     }
 }
 
@@ -207,7 +223,7 @@ pub fn ensure_queue(
     if let Some(bytes) = tx.get_raw(T::Queues, &key)? {
         return decode_queue(&bytes);
     }
-    let rec = new_queue(tx.now);
+    let rec = new_queue(queue, tx.now);
     tx.put(T::Queues, key, &rec);
     Ok(Arc::new(rec))
 }
@@ -302,13 +318,13 @@ pub struct PartitionEntry {
 
 /// The partitions of a queue, in name order.
 pub fn list_partitions(
-    tx: &Tx,
+    view: &impl View,
     tenant: &str,
     queue: &str,
 ) -> Result<Vec<PartitionEntry>, StoreError> {
     let prefix = Key::tenant(tenant).str(queue).into_bytes();
     let mut out = Vec::new();
-    tx.scan(T::Partitions, &prefix, &prefix, |k, v| {
+    view.scan_rows(T::Partitions, &prefix, &prefix, &mut |k, v| {
         // The key is the prefix and the name: read only the name (this runs per
         // partition on every wildcard pop).
         if let Some(name) = KeyReader::new(&k[prefix.len()..]).str() {

@@ -9,6 +9,7 @@ mod kv;
 mod locks;
 mod messages;
 mod queues;
+mod resources;
 pub mod serve;
 mod timers;
 mod txn;
@@ -137,9 +138,14 @@ pub fn router(engine: Engine, auth: Option<Auth>) -> Router {
     Router::new()
         .route("/health", get(queues::health))
         .route("/api/v1/configure", post(queues::configure))
+        .route("/api/v1/resources/queues", get(resources::list))
         .route(
             "/api/v1/resources/queues/{queue}",
-            delete(queues::delete_queue),
+            get(resources::detail).delete(queues::delete_queue),
+        )
+        .route(
+            "/api/v1/messages/{partition_id}/{transaction_id}",
+            get(resources::message),
         )
         .route("/api/v1/push", post(messages::push))
         .route("/api/v1/pop", get(messages::pop_discovery))

@@ -198,6 +198,70 @@ pub fn scan<R: ReadableTable<&'static [u8], &'static [u8]>>(
     Ok(())
 }
 
+/// What reads need of storage, whichever the source: a command's staged view ([`Tx`],
+/// in the writer) or a snapshot of the last commit ([`Reader`], for reads that do not
+/// wait on the writer). Read rules written once over `View` serve both.
+pub trait View {
+    /// The raw bytes at `key`.
+    fn get_raw(&self, t: T, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Visits rows whose key starts with `prefix`, from `start`, in key order, until `f`
+    /// returns `false`.
+    fn scan_rows(
+        &self,
+        t: T,
+        start: &[u8],
+        prefix: &[u8],
+        f: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// The decoded record at `key`.
+    fn get_record<V: serde::de::DeserializeOwned>(
+        &self,
+        t: T,
+        key: &[u8],
+    ) -> Result<Option<V>, StoreError>
+    where
+        Self: Sized,
+    {
+        self.get_raw(t, key)?
+            .map(|b| records::decode(&b))
+            .transpose()
+    }
+}
+
+impl View for Tx<'_, '_> {
+    fn get_raw(&self, t: T, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Tx::get_raw(self, t, key)
+    }
+
+    fn scan_rows(
+        &self,
+        t: T,
+        start: &[u8],
+        prefix: &[u8],
+        f: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.scan(t, start, prefix, f)
+    }
+}
+
+impl View for Reader {
+    fn get_raw(&self, t: T, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.get(t, key)
+    }
+
+    fn scan_rows(
+        &self,
+        t: T,
+        start: &[u8],
+        prefix: &[u8],
+        f: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.scan(t, start, prefix, f)
+    }
+}
+
 /// A read-only view for the paths that do not need the writer (listings).
 pub struct Reader {
     txn: ReadTransaction,

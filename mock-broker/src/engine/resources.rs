@@ -1,0 +1,406 @@
+//! Read-only views of queues, partitions and messages for operators (the official
+//! client's `admin()` reads): what is stored, what each consumer group has done with
+//! it, what is dead-lettered.
+//!
+//! Every figure is computed from the last commit ([`Reader`]), never from the writer,
+//! so these reads neither wait behind writes nor slow them. The counts of a partition
+//! are those of its slowest consumer group (the lowest cursor among the groups that
+//! have read it): a message is `completed` once every group that reads the partition
+//! has committed past it, `processing` while that group holds it under a live lease,
+//! `pending` otherwise, and `deadLetter` counts the partition's dead letters.
+
+use std::collections::HashMap;
+
+use redb::Database;
+
+use super::consumers;
+use super::queues::{PartitionEntry, list_partitions};
+use crate::clock::Micros;
+use crate::store::keys::{Key, KeyReader};
+use crate::store::records::{
+    ConsumerRecord, DlqRecord, MessageRecord, PartitionRecord, PartitionRef, QueueRecord, TxnRef,
+    decode,
+};
+use crate::store::{Reader, StoreError, T, View};
+
+/// Message counts, in the wire's vocabulary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Messages stored.
+    pub total: u64,
+    /// Stored, not yet delivered to the slowest group (or delivered and released).
+    pub pending: u64,
+    /// Under a live lease of the slowest group.
+    pub processing: u64,
+    /// Committed by every group that reads the partition.
+    pub completed: u64,
+    /// Dead letters of the partition.
+    pub dead_letter: u64,
+}
+
+impl Counts {
+    fn add(&mut self, o: &Counts) {
+        self.total += o.total;
+        self.pending += o.pending;
+        self.processing += o.processing;
+        self.completed += o.completed;
+        self.dead_letter += o.dead_letter;
+    }
+}
+
+/// One partition's figures.
+#[derive(Debug, Clone)]
+pub struct PartitionStats {
+    /// Its name.
+    pub name: String,
+    /// Its broker-wide id.
+    pub id: u64,
+    /// When it was created.
+    pub created_at: Micros,
+    /// The offset of its oldest stored message (retention deletes from the head).
+    pub first_offset: u64,
+    /// The offset the next message gets.
+    pub next_offset: u64,
+    /// When its newest stored message was created.
+    pub last_message_at: Option<Micros>,
+    /// Its message counts.
+    pub counts: Counts,
+    /// Bytes of its stored messages.
+    pub retained_bytes: u64,
+    /// Consumer groups that have read it.
+    pub groups: usize,
+}
+
+/// One queue's figures.
+#[derive(Debug, Clone)]
+pub struct QueueStats {
+    /// Its name.
+    pub name: String,
+    /// Its record: namespace, task, options, creation time.
+    pub record: QueueRecord,
+    /// Its partitions, in name order.
+    pub partitions: Vec<PartitionStats>,
+    /// The partitions' counts added up.
+    pub totals: Counts,
+    /// Bytes of its stored messages.
+    pub retained_bytes: u64,
+}
+
+/// Where one message stands for one group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageStatus {
+    /// Not yet delivered (or released for redelivery).
+    Pending,
+    /// Delivered under a live lease.
+    Processing,
+    /// Committed.
+    Completed,
+    /// Dead-lettered.
+    DeadLetter,
+}
+
+/// One group's view of a message.
+#[derive(Debug, Clone)]
+pub struct GroupView {
+    /// The group's name.
+    pub name: String,
+    /// Its cursor on the message's partition.
+    pub cursor: u64,
+    /// The message's status for it.
+    pub status: MessageStatus,
+    /// Its live lease on the partition, if any.
+    pub lease: Option<(String, Micros)>,
+    /// Times the message was delivered to it since its cursor last moved.
+    pub deliveries: u32,
+    /// `failed` acks the message took from it.
+    pub failures: u32,
+}
+
+/// A message with where it stands.
+#[derive(Debug, Clone)]
+pub struct MessageDetail {
+    /// Its queue.
+    pub queue: String,
+    /// Its partition's name.
+    pub partition: String,
+    /// Its partition's id.
+    pub partition_id: u64,
+    /// Its offset.
+    pub offset: u64,
+    /// The stored message.
+    pub message: MessageRecord,
+    /// The queue's record (namespace, task, options).
+    pub queue_record: QueueRecord,
+    /// The overall status: processing if any group holds it, dead letter if any group
+    /// dead-lettered it, completed when every group that read the partition is past it.
+    pub status: MessageStatus,
+    /// The groups that have read the partition.
+    pub groups: Vec<GroupView>,
+}
+
+/// Every queue of the tenant with its figures, in name order.
+pub fn queues(db: &Database, tenant: &str, now: Micros) -> Result<Vec<QueueStats>, StoreError> {
+    let r = Reader::begin(db)?;
+    let dead = dead_letters_by_partition(&r, tenant)?;
+    let prefix = Key::tenant(tenant).into_bytes();
+    let mut found = Vec::new();
+    r.scan(T::Queues, &prefix, &prefix, |k, v| {
+        if let Some(name) = KeyReader::new(&k[prefix.len()..]).str() {
+            found.push((name, decode::<QueueRecord>(v)?));
+        }
+        Ok(true)
+    })?;
+    found
+        .into_iter()
+        .map(|(name, record)| stats(&r, tenant, name, record, &dead, now))
+        .collect()
+}
+
+/// One queue with its figures; `None` when it does not exist.
+pub fn queue(
+    db: &Database,
+    tenant: &str,
+    name: &str,
+    now: Micros,
+) -> Result<Option<QueueStats>, StoreError> {
+    let r = Reader::begin(db)?;
+    let Some(record) =
+        r.get_record::<QueueRecord>(T::Queues, &Key::tenant(tenant).str(name).into_bytes())?
+    else {
+        return Ok(None);
+    };
+    let dead = dead_letters_by_partition(&r, tenant)?;
+    stats(&r, tenant, name.to_string(), record, &dead, now).map(Some)
+}
+
+/// One message by partition id and transaction id; `None` when either is unknown or
+/// the message is no longer stored.
+pub fn message(
+    db: &Database,
+    tenant: &str,
+    partition_id: u64,
+    transaction_id: &str,
+    now: Micros,
+) -> Result<Option<MessageDetail>, StoreError> {
+    let r = Reader::begin(db)?;
+    let t = Key::tenant(tenant);
+    let Some(pref) =
+        r.get_record::<PartitionRef>(T::PartitionIds, &t.clone().u64(partition_id).into_bytes())?
+    else {
+        return Ok(None);
+    };
+    let idx = t.clone().u64(partition_id).str(transaction_id).into_bytes();
+    let Some(TxnRef { offset, .. }) = r.get_record::<TxnRef>(T::TxnIndex, &idx)? else {
+        return Ok(None);
+    };
+    let mkey = t.clone().u64(partition_id).u64(offset).into_bytes();
+    let Some(message) = r.get_record::<MessageRecord>(T::Messages, &mkey)? else {
+        return Ok(None);
+    };
+    let Some(queue_record) =
+        r.get_record::<QueueRecord>(T::Queues, &t.clone().str(&pref.queue).into_bytes())?
+    else {
+        return Ok(None);
+    };
+    let dead_groups = dead_groups_of(&r, tenant, partition_id, offset)?;
+    let mut groups = Vec::new();
+    for_each_group(&r, tenant, partition_id, |name, c| {
+        let st = c.pending.get(&offset);
+        let in_live = consumers::live_lease(&c, now).is_some() && st.is_some_and(|s| s.in_lease);
+        let status = if dead_groups.iter().any(|g| *g == name) {
+            MessageStatus::DeadLetter
+        } else if offset < c.cursor {
+            MessageStatus::Completed
+        } else if in_live {
+            MessageStatus::Processing
+        } else {
+            MessageStatus::Pending
+        };
+        groups.push(GroupView {
+            lease: c
+                .lease
+                .as_ref()
+                .filter(|l| l.expires_at > now)
+                .map(|l| (l.id.clone(), l.expires_at)),
+            name,
+            cursor: c.cursor,
+            status,
+            deliveries: st.map_or(0, |s| s.deliveries),
+            failures: st.map_or(0, |s| s.failures),
+        });
+    })?;
+    let any = |s: MessageStatus| groups.iter().any(|g| g.status == s);
+    let status = if any(MessageStatus::Processing) {
+        MessageStatus::Processing
+    } else if any(MessageStatus::DeadLetter) {
+        MessageStatus::DeadLetter
+    } else if !groups.is_empty() && groups.iter().all(|g| g.status == MessageStatus::Completed) {
+        MessageStatus::Completed
+    } else {
+        MessageStatus::Pending
+    };
+    Ok(Some(MessageDetail {
+        queue: pref.queue,
+        partition: pref.partition,
+        partition_id,
+        offset,
+        message,
+        queue_record,
+        status,
+        groups,
+    }))
+}
+
+fn stats(
+    r: &Reader,
+    tenant: &str,
+    name: String,
+    record: QueueRecord,
+    dead: &HashMap<u64, u64>,
+    now: Micros,
+) -> Result<QueueStats, StoreError> {
+    let mut partitions = Vec::new();
+    let mut totals = Counts::default();
+    let mut retained_bytes = 0;
+    for p in list_partitions(r, tenant, &name)? {
+        let s = partition_stats(r, tenant, p, dead, now)?;
+        totals.add(&s.counts);
+        retained_bytes += s.retained_bytes;
+        partitions.push(s);
+    }
+    Ok(QueueStats {
+        name,
+        record,
+        partitions,
+        totals,
+        retained_bytes,
+    })
+}
+
+fn partition_stats(
+    r: &Reader,
+    tenant: &str,
+    p: PartitionEntry,
+    dead: &HashMap<u64, u64>,
+    now: Micros,
+) -> Result<PartitionStats, StoreError> {
+    let PartitionEntry {
+        name,
+        rec:
+            PartitionRecord {
+                id,
+                next_offset,
+                created_at,
+            },
+    } = p;
+    let prefix = Key::tenant(tenant).u64(id).into_bytes();
+    let (mut first, mut last, mut stored, mut bytes) = (None, None, 0u64, 0u64);
+    r.scan(T::Messages, &prefix, &prefix, |k, v| {
+        let offset = u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8-byte offset"));
+        first.get_or_insert(offset);
+        last = Some(offset);
+        stored += 1;
+        bytes += v.len() as u64;
+        Ok(true)
+    })?;
+    let last_message_at = match last {
+        Some(o) => r
+            .get_record::<MessageRecord>(
+                T::Messages,
+                &Key::tenant(tenant).u64(id).u64(o).into_bytes(),
+            )?
+            .map(|m| m.created_at),
+        None => None,
+    };
+    let first_offset = first.unwrap_or(next_offset);
+    // The slowest group: the lowest cursor, and what it holds under a live lease.
+    let mut slowest: Option<(u64, u64)> = None;
+    let mut groups = 0;
+    for_each_group(r, tenant, id, |_, c| {
+        groups += 1;
+        let leased = if consumers::live_lease(&c, now).is_some() {
+            c.pending
+                .range(c.cursor..)
+                .filter(|(_, s)| s.in_lease && !s.done)
+                .count() as u64
+        } else {
+            0
+        };
+        if slowest.is_none_or(|(cur, _)| c.cursor < cur) {
+            slowest = Some((c.cursor, leased));
+        }
+    })?;
+    let (completed, processing) = match slowest {
+        Some((cursor, leased)) => (
+            cursor.clamp(first_offset, next_offset) - first_offset,
+            leased,
+        ),
+        None => (0, 0),
+    };
+    let completed = completed.min(stored);
+    let processing = processing.min(stored - completed);
+    Ok(PartitionStats {
+        name,
+        id,
+        created_at,
+        first_offset,
+        next_offset,
+        last_message_at,
+        counts: Counts {
+            total: stored,
+            pending: stored - completed - processing,
+            processing,
+            completed,
+            dead_letter: dead.get(&id).copied().unwrap_or(0),
+        },
+        retained_bytes: bytes,
+        groups,
+    })
+}
+
+/// Visits every consumer group row of a partition.
+fn for_each_group(
+    r: &impl View,
+    tenant: &str,
+    pid: u64,
+    mut f: impl FnMut(String, ConsumerRecord),
+) -> Result<(), StoreError> {
+    let prefix = Key::tenant(tenant).u64(pid).into_bytes();
+    r.scan_rows(T::Consumers, &prefix, &prefix, &mut |k, v| {
+        if let Some(group) = KeyReader::new(&k[prefix.len()..]).str() {
+            f(group, decode(v)?);
+        }
+        Ok(true)
+    })
+}
+
+/// Dead letters per partition id.
+fn dead_letters_by_partition(r: &Reader, tenant: &str) -> Result<HashMap<u64, u64>, StoreError> {
+    let prefix = Key::tenant(tenant).into_bytes();
+    let mut out = HashMap::new();
+    r.scan(T::Dlq, &prefix, &prefix, |_, v| {
+        let d: DlqRecord = decode(v)?;
+        *out.entry(d.partition_id).or_default() += 1;
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+/// The groups that dead-lettered one message.
+fn dead_groups_of(
+    r: &Reader,
+    tenant: &str,
+    pid: u64,
+    offset: u64,
+) -> Result<Vec<String>, StoreError> {
+    let prefix = Key::tenant(tenant).into_bytes();
+    let mut out = Vec::new();
+    r.scan(T::Dlq, &prefix, &prefix, |_, v| {
+        let d: DlqRecord = decode(v)?;
+        if d.partition_id == pid && d.offset == offset {
+            out.push(d.group);
+        }
+        Ok(true)
+    })?;
+    Ok(out)
+}

@@ -1,0 +1,280 @@
+//! Operator reads: queues with their partitions' figures, and one message with where it
+//! stands for each consumer group (`GET /api/v1/resources/queues[/{queue}]`,
+//! `GET /api/v1/messages/{partitionId}/{transactionId}`). Shapes follow the official
+//! client's live tests (`semantics.rs`, `admin.rs` of `queen-mq` 2.7.0): they read these
+//! keys by name, so every key below is always present.
+
+use axum::Json as AxumJson;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::Caller;
+use super::error::ApiError;
+use super::extract::PathParams;
+use crate::clock::format_iso;
+use crate::engine::resources::{
+    Counts, GroupView, MessageDetail, MessageStatus, PartitionStats, QueueStats,
+};
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CountsBody {
+    total: u64,
+    pending: u64,
+    processing: u64,
+    completed: u64,
+    dead_letter: u64,
+}
+
+impl From<&Counts> for CountsBody {
+    fn from(c: &Counts) -> Self {
+        CountsBody {
+            total: c.total,
+            pending: c.pending,
+            processing: c.processing,
+            completed: c.completed,
+            dead_letter: c.dead_letter,
+        }
+    }
+}
+
+/// What the log holds: its message count and the partitions holding them.
+#[derive(Serialize)]
+struct SegmentsBody {
+    messages: u64,
+    partitions: usize,
+}
+
+/// A queue as listed.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct QueueRow<'a> {
+    /// Queues are known by name; `id` repeats it.
+    id: &'a str,
+    name: &'a str,
+    namespace: Option<&'a str>,
+    task: Option<&'a str>,
+    partitions: usize,
+    messages: CountsBody,
+    segments: SegmentsBody,
+    retained_bytes: u64,
+    created_at: String,
+}
+
+impl<'a> QueueRow<'a> {
+    fn of(q: &'a QueueStats) -> Self {
+        QueueRow {
+            id: &q.name,
+            name: &q.name,
+            namespace: q.record.namespace.as_deref(),
+            task: q.record.task.as_deref(),
+            partitions: q.partitions.len(),
+            messages: (&q.totals).into(),
+            segments: segments(q),
+            retained_bytes: q.retained_bytes,
+            created_at: format_iso(q.record.created_at),
+        }
+    }
+}
+
+fn segments(q: &QueueStats) -> SegmentsBody {
+    SegmentsBody {
+        messages: q.totals.total,
+        partitions: q.partitions.len(),
+    }
+}
+
+#[derive(Serialize)]
+struct QueueList<'a> {
+    queues: Vec<QueueRow<'a>>,
+}
+
+/// `GET /api/v1/resources/queues`: every queue of the caller's tenant.
+pub async fn list(s: Caller) -> Result<Response, ApiError> {
+    let queues = s.engine.queue_stats(s.tenant()).await?;
+    let body = QueueList {
+        queues: queues.iter().map(QueueRow::of).collect(),
+    };
+    Ok(AxumJson(body).into_response())
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PartitionBody<'a> {
+    id: String,
+    name: &'a str,
+    created_at: String,
+    first_offset: u64,
+    next_offset: u64,
+    last_message_at: Option<String>,
+    consumer_groups: usize,
+    retained_bytes: u64,
+    stats: CountsBody,
+}
+
+impl<'a> From<&'a PartitionStats> for PartitionBody<'a> {
+    fn from(p: &'a PartitionStats) -> Self {
+        PartitionBody {
+            id: p.id.to_string(),
+            name: &p.name,
+            created_at: format_iso(p.created_at),
+            first_offset: p.first_offset,
+            next_offset: p.next_offset,
+            last_message_at: p.last_message_at.map(format_iso),
+            consumer_groups: p.groups,
+            retained_bytes: p.retained_bytes,
+            stats: (&p.counts).into(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct QueueDetailBody<'a> {
+    id: &'a str,
+    name: &'a str,
+    namespace: Option<&'a str>,
+    task: Option<&'a str>,
+    created_at: String,
+    config: &'a Map<String, Value>,
+    totals: CountsBody,
+    segments: SegmentsBody,
+    retained_bytes: u64,
+    partitions: Vec<PartitionBody<'a>>,
+}
+
+/// `GET /api/v1/resources/queues/{queue}`: one queue, its partitions and totals.
+pub async fn detail(
+    s: Caller,
+    PathParams(queue): PathParams<String>,
+) -> Result<Response, ApiError> {
+    let Some(q) = s.engine.queue_detail(s.tenant(), &queue).await? else {
+        return Err(not_found(format!("queue {queue:?} does not exist")));
+    };
+    let body = QueueDetailBody {
+        id: &q.name,
+        name: &q.name,
+        namespace: q.record.namespace.as_deref(),
+        task: q.record.task.as_deref(),
+        created_at: format_iso(q.record.created_at),
+        config: &q.record.options,
+        totals: (&q.totals).into(),
+        segments: segments(&q),
+        retained_bytes: q.retained_bytes,
+        partitions: q.partitions.iter().map(Into::into).collect(),
+    };
+    Ok(AxumJson(body).into_response())
+}
+
+fn status_str(s: MessageStatus) -> &'static str {
+    match s {
+        MessageStatus::Pending => "pending",
+        MessageStatus::Processing => "processing",
+        MessageStatus::Completed => "completed",
+        MessageStatus::DeadLetter => "dead_letter",
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GroupBody<'a> {
+    name: &'a str,
+    status: &'static str,
+    cursor: u64,
+    lease_id: Option<&'a str>,
+    lease_expires_at: Option<String>,
+    delivery_attempts: u32,
+    failures: u32,
+}
+
+impl<'a> From<&'a GroupView> for GroupBody<'a> {
+    fn from(g: &'a GroupView) -> Self {
+        GroupBody {
+            name: &g.name,
+            status: status_str(g.status),
+            cursor: g.cursor,
+            lease_id: g.lease.as_ref().map(|(id, _)| id.as_str()),
+            lease_expires_at: g.lease.as_ref().map(|(_, at)| format_iso(*at)),
+            delivery_attempts: g.deliveries,
+            failures: g.failures,
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MessageBody<'a> {
+    id: &'a str,
+    transaction_id: &'a str,
+    partition_id: String,
+    partition: &'a str,
+    queue: &'a str,
+    /// `queue/partition`.
+    queue_path: String,
+    namespace: Option<&'a str>,
+    task: Option<&'a str>,
+    offset: u64,
+    status: &'static str,
+    /// The payload; `payload` repeats it (SDKs read `data`, consoles `payload`).
+    data: &'a RawValue,
+    payload: &'a RawValue,
+    trace_id: Option<&'a str>,
+    producer_sub: Option<&'a str>,
+    created_at: String,
+    /// The most `failed` acks any group gave it.
+    retry_count: u32,
+    queue_config: &'a Map<String, Value>,
+    consumer_groups: Vec<GroupBody<'a>>,
+}
+
+/// `GET /api/v1/messages/{partitionId}/{transactionId}`: one message and where it stands.
+pub async fn message(
+    s: Caller,
+    PathParams((pid, txn)): PathParams<(String, String)>,
+) -> Result<Response, ApiError> {
+    let missing = || not_found(format!("no message {txn:?} in partition {pid:?}"));
+    let Ok(id) = pid.parse::<u64>() else {
+        return Err(missing());
+    };
+    let Some(d) = s.engine.message_detail(s.tenant(), id, &txn).await? else {
+        return Err(missing());
+    };
+    let MessageDetail {
+        queue,
+        partition,
+        partition_id,
+        offset,
+        message: m,
+        queue_record,
+        status,
+        groups,
+    } = &d;
+    let body = MessageBody {
+        id: &m.id,
+        transaction_id: &m.txn,
+        partition_id: partition_id.to_string(),
+        partition,
+        queue,
+        queue_path: format!("{queue}/{partition}"),
+        namespace: queue_record.namespace.as_deref(),
+        task: queue_record.task.as_deref(),
+        offset: *offset,
+        status: status_str(*status),
+        data: &m.data,
+        payload: &m.data,
+        trace_id: m.trace.as_deref(),
+        producer_sub: m.producer_sub.as_deref(),
+        created_at: format_iso(m.created_at),
+        retry_count: groups.iter().map(|g| g.failures).max().unwrap_or(0),
+        queue_config: &queue_record.options,
+        consumer_groups: groups.iter().map(Into::into).collect(),
+    };
+    Ok(AxumJson(body).into_response())
+}
+
+fn not_found(message: String) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+}
