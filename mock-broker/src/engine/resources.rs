@@ -207,7 +207,7 @@ pub fn message(
     for_each_group(&r, tenant, partition_id, |name, c| {
         let st = c.pending.get(&offset);
         let in_live = consumers::live_lease(&c, now).is_some() && st.is_some_and(|s| s.in_lease);
-        let status = if dead_groups.iter().any(|g| *g == name) {
+        let status = if dead_groups.contains(&name) {
             MessageStatus::DeadLetter
         } else if offset < c.cursor {
             MessageStatus::Completed

@@ -198,6 +198,9 @@ pub fn scan<R: ReadableTable<&'static [u8], &'static [u8]>>(
     Ok(())
 }
 
+/// A scan's callback: gets each row's key and value, answers whether to go on.
+pub type RowVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError> + 'a;
+
 /// What reads need of storage, whichever the source: a command's staged view ([`Tx`],
 /// in the writer) or a snapshot of the last commit ([`Reader`], for reads that do not
 /// wait on the writer). Read rules written once over `View` serve both.
@@ -212,7 +215,7 @@ pub trait View {
         t: T,
         start: &[u8],
         prefix: &[u8],
-        f: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+        f: &mut RowVisitor<'_>,
     ) -> Result<(), StoreError>;
 
     /// The decoded record at `key`.
@@ -240,7 +243,7 @@ impl View for Tx<'_, '_> {
         t: T,
         start: &[u8],
         prefix: &[u8],
-        f: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+        f: &mut RowVisitor<'_>,
     ) -> Result<(), StoreError> {
         self.scan(t, start, prefix, f)
     }
@@ -256,7 +259,7 @@ impl View for Reader {
         t: T,
         start: &[u8],
         prefix: &[u8],
-        f: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+        f: &mut RowVisitor<'_>,
     ) -> Result<(), StoreError> {
         self.scan(t, start, prefix, f)
     }
