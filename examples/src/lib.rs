@@ -4,8 +4,8 @@
 //!
 //! | binary | what it shows |
 //! |---|---|
-//! | `order-worker` | the seed's step (ack, receipt, KV state, a `once` marker, a reminder timer) committed once, and a redelivery of the same event rolling back as `duplicate` |
-//! | `pipeline` | three stages (`ingest` -> `enrich` -> `publish`) handing work forward with ack + push; a lost answer in the middle stage is retried harmlessly |
+//! | `order-worker` | the seed's step (ack, receipt, KV state, a `once` marker, a reminder timer) committed once, and a redelivery of the same event rolling back as `duplicate` and acked on its own; with `QUEEN_URL`, a long-lived worker on the SDK's runtime (`Client::worker`) that Ctrl-C drains |
+//! | `pipeline` | three stages (`ingest` -> `enrich` -> `publish`), each a `Client::worker`, handing work forward with ack + push; a lost answer in the middle stage is retried harmlessly and settled as already done |
 //! | `locks` | two workers contend for a lock; a guarded transaction commits while the lock is held and is refused (`Commit::Gated`) once it is lost |
 //! | `load` | the load generator ([`load`]): throughput, latency and the group commit of `push`, `ack-push` and `seed-step`, through the SDK or bare HTTP, with a no-op baseline server |
 //!
@@ -214,6 +214,30 @@ fn client(url: &str, token: Option<String>, retry: Option<RetryPolicy>) -> anyho
     }
     b.build()
         .with_context(|| format!("building a client for {url}"))
+}
+
+/// Resolves at the first Ctrl-C (SIGINT) or, on Unix, SIGTERM: a long-lived worker's
+/// shutdown signal ([`queen_sdk::Worker::run`] then drains and answers its summary).
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// Reads every message stored in `queue` (one `partition` of it, if given) from its

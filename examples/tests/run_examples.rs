@@ -1,12 +1,14 @@
 //! Runs each example binary as a user would, checks that it exits 0 within a bound and
 //! that its output says what it should.
 
-use std::io::Read;
-use std::process::{Command, ExitStatus, Stdio};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use queen_mock_broker::MockBroker;
+use queen_sdk::{Client, DlqQuery, PushItem};
 
 /// Far above what each binary needs (a few seconds), for a loaded CI machine.
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -200,28 +202,20 @@ fn locks_refuse_the_old_holders_guarded_write() {
     r.expect_line("final: reports/nightly = \"part 2 by worker-b\"", &[]);
 }
 
-/// With `QUEEN_URL` set, the workers use that broker (here one started by the test) and
-/// skip what needs the embedded harness.
+/// With `QUEEN_URL` set, the one-shot workers use that broker (here one started by the
+/// test) and skip what needs the embedded harness.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_workers_use_queen_url_when_it_is_set() {
     let broker = MockBroker::start_in_memory().await.unwrap();
     let url = broker.url();
-    let runs = tokio::task::spawn_blocking(move || {
-        [ORDER_WORKER, PIPELINE, LOCKS].map(|bin| run(bin, Some(&url)))
-    })
-    .await
-    .unwrap();
-    let [order, pipeline, locks] = &runs;
+    let runs =
+        tokio::task::spawn_blocking(move || [PIPELINE, LOCKS].map(|bin| run(bin, Some(&url))))
+            .await
+            .unwrap();
+    let [pipeline, locks] = &runs;
     for r in &runs {
         r.expect_line(&format!("broker: QUEEN_URL={}", broker.url()), &["-"]);
     }
-    assert_eq!(
-        order.lines().last(),
-        Some(&"receipts: 1"),
-        "{}",
-        order.stdout
-    );
-    order.expect_line("second run rolled back as a duplicate", &[]);
     pipeline.expect_line("fault plan: none: QUEEN_URL is set", &["skipped"]);
     pipeline.expect_line("  enrich: 5 committed (0 confirmed", &["5 distinct"]);
     assert!(!pipeline.stdout.contains("injected fault"));
@@ -234,7 +228,159 @@ async fn the_workers_use_queen_url_when_it_is_set() {
             .queues()
             .unwrap()
             .iter()
-            .any(|q| q.starts_with("receipts-"))
+            .any(|q| q.starts_with("published-"))
+    );
+    broker.shutdown().await;
+}
+
+/// A worker binary running in the background, its stdout read line by line.
+struct Live {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Live {
+    fn start(bin: &str, url: &str) -> Live {
+        let mut child = Command::new(bin)
+            .env_remove("QUEEN_TOKEN")
+            .env("QUEEN_URL", url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"));
+        let (tx, lines) = mpsc::channel();
+        let out = BufReader::new(child.stdout.take().expect("stdout"));
+        thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Live {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a line starting with `prefix` and containing every one of `parts`.
+    fn wait_line(&mut self, prefix: &str, parts: &[&str]) -> String {
+        let give_up = Instant::now() + TIMEOUT;
+        loop {
+            let left = give_up.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.starts_with(prefix) && parts.iter().all(|p| line.contains(p)) {
+                        return line;
+                    }
+                }
+                Err(_) => {
+                    let _ = self.child.kill();
+                    panic!(
+                        "no line starting with {prefix:?} containing {parts:?}; output so far:\n{}",
+                        self.seen.join("\n")
+                    );
+                }
+            }
+        }
+    }
+
+    /// Sends SIGINT (Ctrl-C) and waits for the exit.
+    fn interrupt(&mut self) -> ExitStatus {
+        let sent = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .expect("kill -INT");
+        assert!(sent.success());
+        let give_up = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("waiting for the child") {
+                return status;
+            }
+            assert!(Instant::now() < give_up, "no exit after Ctrl-C");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// With `QUEEN_URL` set, `order-worker` is a long-lived worker: it settles every event
+/// (a second event for an order already paid is acked as already done), keeps running,
+/// and Ctrl-C drains it and prints its summary.
+#[tokio::test(flavor = "multi_thread")]
+async fn order_worker_runs_until_ctrl_c_against_queen_url() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = Client::new(broker.url()).unwrap();
+    let url = broker.url();
+    let mut worker = tokio::task::spawn_blocking(move || {
+        let mut w = Live::start(ORDER_WORKER, &url);
+        w.wait_line(
+            "order-worker: consuming orders as group billing",
+            &["Ctrl-C"],
+        );
+        w
+    })
+    .await
+    .unwrap();
+
+    let event = serde_json::json!({"order_id": "order-9", "customer": "customer-1", "total": 9.5});
+    let paid = |txn: &str| {
+        PushItem::new("orders", &event)
+            .partition("customer-1")
+            .transaction_id(txn)
+    };
+    client.push(vec![paid("order-9-paid")]).await.unwrap();
+    // The payment service publishes the same payment again (a new message).
+    client.push(vec![paid("order-9-paid-again")]).await.unwrap();
+    client
+        .push(vec![
+            PushItem::new("orders", &"not an order").partition("customer-2"),
+        ])
+        .await
+        .unwrap();
+
+    let (mut worker, status) = tokio::task::spawn_blocking(move || {
+        worker.wait_line(
+            "settled order-9-paid from orders/customer-1: committed",
+            &[],
+        );
+        worker.wait_line(
+            "settled order-9-paid-again from orders/customer-1: already_done",
+            &[],
+        );
+        let status = worker.interrupt();
+        (worker, status)
+    })
+    .await
+    .unwrap();
+    assert!(status.success(), "exit after Ctrl-C: {status}");
+    let summary = worker.wait_line("stopped: ", &[]);
+    assert!(
+        summary.starts_with(
+            "stopped: processed 2, committed 1, already done 1, failed 0, dead-lettered 1"
+        ),
+        "{summary}"
+    );
+    let receipts = broker.inspect().messages("receipts", "customer-1").unwrap();
+    assert_eq!(receipts.len(), 1, "one receipt for order-9");
+    let dead = client
+        .dlq::<serde_json::Value>(DlqQuery::queue("orders"))
+        .await
+        .unwrap();
+    assert_eq!(
+        dead.messages.len(),
+        1,
+        "the undecodable event is dead-lettered"
     );
     broker.shutdown().await;
 }

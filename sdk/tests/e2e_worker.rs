@@ -393,6 +393,69 @@ async fn a_duplicate_on_the_first_attempt_is_acked_on_its_own_and_not_redelivere
 }
 
 #[tokio::test]
+async fn a_lost_answer_whose_resend_rolls_back_is_settled_as_already_done() {
+    use queen_mock_broker::harness::Fault;
+    let (broker, clock, client) = manual_broker().await;
+    push(
+        &client,
+        "lost-answer",
+        "Default",
+        &[serde_json::json!({"n": 1})],
+    )
+    .await;
+    broker
+        .faults()
+        .inject(Fault::commit_then_drop().on("/api/v1/transaction"));
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let (observed, steps) = (outcomes.clone(), client.clone());
+    let running = Running::start(
+        client
+            .worker::<Job>("lost-answer")
+            .lease(Duration::from_secs(2))
+            .wait(Duration::from_millis(200))
+            .on_settled(move |_, o| observed.lock().unwrap().push(o.clone())),
+        move |d| {
+            let step = steps
+                .transaction()
+                .ack(&d)
+                .push("receipts", |p| p.payload(&1));
+            std::future::ready(Ok(step))
+        },
+    );
+    until(Duration::from_secs(5), "settled", || {
+        !outcomes.lock().unwrap().is_empty()
+    })
+    .await;
+    let summary = running.stop().await;
+    assert_eq!(
+        *outcomes.lock().unwrap(),
+        [Outcome::AlreadyDone { retried: true }]
+    );
+    assert_eq!(
+        (summary.already_done, summary.committed),
+        (1, 0),
+        "{summary}"
+    );
+    clock.advance(Duration::from_secs(30));
+    assert!(
+        client
+            .pop::<Job>("lost-answer")
+            .send()
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        broker
+            .inspect()
+            .messages("receipts", "Default")
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
 async fn handler_errors_and_panics_ack_failed_and_the_retry_limit_dead_letters_them() {
     let broker = MockBroker::start_in_memory().await.unwrap();
     let client = client(&broker);

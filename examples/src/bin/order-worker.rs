@@ -6,20 +6,28 @@
 //! and schedule a reminder. Then the group is seeked back, the same event comes again
 //! under a new lease, the same step runs again, and it rolls back as `duplicate`: the SDK
 //! derived the receipt's `transactionId` from the acked event, so the second run names
-//! the same receipt. There is still exactly one receipt.
+//! the same receipt. There is still exactly one receipt, and the redelivered event is
+//! acked on its own (its ack rolled back with the step), so it does not come back again.
+//!
+//! With `QUEEN_URL` set it is a long-lived worker instead: the same step for every
+//! `order-paid` event on the queue `orders`, run by the SDK's worker runtime
+//! (`Client::worker`): concurrent partitions, renewed leases, every outcome settled (an
+//! event whose order is already paid is acked as already done), until Ctrl-C or SIGTERM,
+//! which drains it and prints its summary.
 //!
 //! ```sh
-//! cargo run -p queen-examples --bin order-worker                        # embedded broker
-//! QUEEN_URL=http://127.0.0.1:6632 cargo run -p queen-examples --bin order-worker
+//! cargo run -p queen-examples --bin order-worker                        # one-shot demo, embedded broker
+//! QUEEN_URL=http://127.0.0.1:6632 cargo run -p queen-examples --bin order-worker   # a worker; Ctrl-C stops it
 //! ```
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
-use queen_examples::{Env, EnvOptions, read_all};
+use queen_examples::{Env, EnvOptions, read_all, shutdown_signal};
 use queen_sdk::{
-    AckStatus, Client, Commit, Committed, Error, Message, PushItem, RollbackReason, SeekTo,
-    StepResult, SubscriptionMode, TransactionBuilder, Ttl,
+    AckStatus, Client, Commit, Committed, Error, Message, Outcome, PushItem, RollbackReason,
+    SeekTo, StepResult, Stopped, SubscriptionMode, TransactionBuilder, Ttl,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -42,6 +50,68 @@ struct Names {
 }
 
 const GROUP: &str = "billing";
+
+impl Names {
+    /// The long-lived worker's names: the same on every run, so it picks up where the
+    /// last run stopped.
+    fn fixed() -> Names {
+        Names {
+            orders: "orders".into(),
+            receipts: "receipts".into(),
+            reminders: "reminders".into(),
+            orders_ns: "orders".into(),
+            paid_ns: "paid".into(),
+        }
+    }
+}
+
+/// The long-lived worker (with `QUEEN_URL`): the step for every event until a shutdown
+/// signal, then a drain and the summary.
+async fn serve(env: &Env) -> anyhow::Result<()> {
+    let names = Arc::new(Names::fixed());
+    let client = env.client().clone();
+    println!(
+        "order-worker: consuming {} as group {GROUP}; Ctrl-C drains and stops",
+        names.orders
+    );
+    let steps = Arc::clone(&names);
+    let summary = env
+        .client()
+        .worker::<OrderPaid>(&names.orders)
+        .group(GROUP)
+        .subscription(SubscriptionMode::All)
+        .concurrency(4)
+        .on_settled(|msg, outcome| {
+            let detail = match outcome {
+                Outcome::Committed { transaction_id, .. } => {
+                    format!(" (transaction {transaction_id})")
+                }
+                Outcome::Failed { error, .. } => format!(" ({error})"),
+                Outcome::Unknown { error } => format!(" ({error})"),
+                _ => String::new(),
+            };
+            println!(
+                "settled {} from {}/{}: {}{detail}",
+                msg.transaction_id,
+                msg.queue,
+                msg.partition,
+                outcome.name()
+            );
+        })
+        .run(
+            move |msg| {
+                let step = step(&client, &steps, &msg);
+                async move { Ok::<_, std::convert::Infallible>(step) }
+            },
+            shutdown_signal(),
+        )
+        .await?;
+    println!("stopped: {summary}");
+    if let Stopped::Refused(e) = &summary.stopped {
+        bail!("the broker refused the worker: {e}");
+    }
+    Ok(())
+}
 
 /// The worker's step for one event. The same event always yields the same step: the
 /// receipt's `transactionId` and the timer's `txn` are derived from the acked message.
@@ -230,7 +300,11 @@ async fn run(env: &Env) -> anyhow::Result<()> {
 async fn main() -> anyhow::Result<()> {
     let env = Env::connect(EnvOptions::default()).await?;
     println!("broker: {}", env.describe());
-    let outcome = run(&env).await;
+    let outcome = if env.is_embedded() {
+        run(&env).await
+    } else {
+        serve(&env).await
+    };
     env.shutdown().await;
     outcome
 }

@@ -1,30 +1,34 @@
 //! A three-stage pipeline: `ingest` -> `enrich` -> `publish`.
 //!
-//! Each stage is a worker loop: pop one message from its input queue, add its part, and
-//! in one transaction ack the input and push the result to the next queue. The hand-off
-//! is atomic, so a message is never lost between stages nor passed on twice.
+//! Each stage is a worker on the SDK's runtime (`Client::worker`): for each message of
+//! its input queue the handler adds its part and returns the step, one transaction that
+//! acks the input and pushes the result to the next queue. The hand-off is atomic, so a
+//! message is never lost between stages nor passed on twice.
 //!
 //! With the embedded broker, the middle stage's third step meets an injected fault: the
 //! broker commits the step, then drops the connection before the answer arrives. The SDK
 //! retries (the step is safe to resend: its ack is fenced by the lease and its push id is
-//! derived from the acked message); the retry rolls back and writes nothing, and the SDK
-//! reports `retried: true`, which says the first attempt most probably committed. At the
-//! end every message has passed every stage exactly once.
+//! derived from the acked message); the retry rolls back as a duplicate and writes
+//! nothing, which says the first attempt most probably committed, and the worker settles
+//! the message as already done (acked on its own, so it does not come back). At the end
+//! every message has passed every stage exactly once.
 //!
 //! ```sh
 //! cargo run -p queen-examples --bin pipeline                        # embedded broker, with the fault
 //! QUEEN_URL=http://127.0.0.1:6632 cargo run -p queen-examples --bin pipeline   # no fault injection
 //! ```
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
 use queen_examples::{Env, EnvOptions, TRANSACTION_ROUTE, URL_VAR, read_all};
 use queen_mock_broker::harness::Fault;
-use queen_sdk::{Commit, Error, PushItem, QueueOptions, RetryPolicy};
+use queen_sdk::{Outcome, PushItem, QueueOptions, RetryPolicy};
 use serde::{Deserialize, Serialize};
-use tokio::sync::RwLock;
+use tokio::sync::{Notify, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock, mpsc, oneshot};
 
 /// The work item handed from stage to stage.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -54,99 +58,141 @@ struct Stage {
 /// What a stage did.
 #[derive(Debug, Default)]
 struct Report {
-    /// Steps whose effects are committed (each exactly once).
+    /// Messages whose step is committed (each exactly once).
     committed: usize,
     /// Of those, steps whose answer was lost and whose retry rolled back harmlessly.
     confirmed_by_retry: usize,
 }
 
-/// A stage's worker loop: runs until it has handed `expected` messages on.
+/// A hold on the demo's gate, from a handler's return until its step is settled.
+enum Hold {
+    Shared(#[allow(dead_code)] OwnedRwLockReadGuard<()>),
+    Alone(#[allow(dead_code)] OwnedRwLockWriteGuard<()>),
+}
+
+/// A stage's worker: runs until it has handed `expected` messages on.
 ///
 /// `gate` is only for the demo's fault: the broker applies an injected fault to the next
 /// transaction call it receives, whoever sends it, so while the faulty stage commits the
-/// step meant to meet it, the other stages hold their commits back. A real worker has no
-/// such lock.
+/// step meant to meet it, the other stages hold their commits back (each handler holds
+/// the gate until its step is settled). A real worker has no such lock.
 async fn run_stage(
     env: &Env,
-    gate: &RwLock<()>,
+    gate: Arc<RwLock<()>>,
     stage: &Stage,
     expected: usize,
 ) -> anyhow::Result<Report> {
-    let client = env.client();
-    let mut report = Report::default();
-    while report.committed < expected {
-        let batch = client
-            .pop::<Item>(&stage.input)
-            .batch(1)
-            .wait(Duration::from_millis(500))
-            .send()
-            .await
-            .with_context(|| format!("{} popping {}", stage.name, stage.input))?;
-        for msg in batch {
+    let client = env.client().clone();
+    let name = stage.name;
+    let output = stage.output.clone();
+    let inject_fault = env.is_embedded() && name == FAULTY_STAGE;
+    // Handler -> the injector below, which can reach the embedded broker's harness.
+    let (want_fault, mut fault_wanted) = mpsc::channel::<oneshot::Sender<()>>(1);
+    let items: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+    let held: Arc<Mutex<HashMap<String, Hold>>> = Arc::default();
+    let handled = Arc::new(AtomicUsize::new(0));
+    let (committed, confirmed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let all_done = Arc::new(Notify::new());
+
+    let handler = {
+        let (items, held, output) = (items.clone(), held.clone(), output.clone());
+        move |msg: queen_sdk::Delivery<Item>| {
             let mut item = msg.data.clone();
-            item.stages.push(stage.name.to_string());
-            if stage.name == "enrich" {
+            item.stages.push(name.to_string());
+            if name == "enrich" {
                 item.text = format!("{} (enriched: {} chars)", item.text, item.text.len());
             }
+            items
+                .lock()
+                .unwrap()
+                .insert(msg.id.clone(), item.id.clone());
             let step = client
                 .transaction()
                 .ack(&msg)
-                .push(&stage.output, |p| p.payload(&item));
-
-            let fault_here = env
-                .broker()
-                .filter(|_| stage.name == FAULTY_STAGE && report.committed + 1 == FAULTY_STEP);
-            let outcome = match fault_here {
-                Some(broker) => {
-                    let _alone = gate.write().await;
-                    broker
-                        .faults()
-                        .inject(Fault::commit_then_drop().on(TRANSACTION_ROUTE));
+                .push(&output, |p| p.payload(&item));
+            let faulty = inject_fault && handled.fetch_add(1, Ordering::SeqCst) + 1 == FAULTY_STEP;
+            let (gate, held, want_fault) = (gate.clone(), held.clone(), want_fault.clone());
+            async move {
+                let hold = if faulty {
+                    let alone = gate.write_owned().await;
+                    let (injected, done) = oneshot::channel();
+                    want_fault.send(injected).await?;
+                    done.await?;
                     println!(
-                        "[{}] {}: injected fault: the broker will commit this step, then drop the connection before answering",
-                        stage.name, item.id
-                    );
-                    step.commit().await
-                }
-                None => {
-                    let _shared = gate.read().await;
-                    step.commit().await
-                }
-            };
-            match outcome {
-                Ok(Commit::Committed(c)) => println!(
-                    "[{}] {} -> {}{}",
-                    stage.name,
-                    item.id,
-                    stage.output,
-                    if c.retried { " (after a retry)" } else { "" }
-                ),
-                Err(Error::RolledBack {
-                    reason,
-                    retried: true,
-                    ..
-                }) => {
-                    println!(
-                        "[{}] {}: the answer was lost; the SDK retried and the retry rolled back harmlessly ({reason}, retried: true): the first attempt had committed",
-                        stage.name, item.id
-                    );
-                    report.confirmed_by_retry += 1;
-                }
-                Ok(Commit::Gated { kv_reason, .. }) => {
-                    bail!(
-                        "[{}] {}: unexpectedly gated ({kv_reason})",
-                        stage.name,
+                        "[{name}] {}: injected fault: the broker will commit this step, then drop the connection before answering",
                         item.id
-                    )
-                }
-                Err(e) => {
-                    return Err(e).with_context(|| format!("[{}] {}", stage.name, item.id));
-                }
+                    );
+                    Hold::Alone(alone)
+                } else {
+                    Hold::Shared(gate.read_owned().await)
+                };
+                held.lock().unwrap().insert(msg.id.clone(), hold);
+                Ok::<_, anyhow::Error>(step)
             }
-            report.committed += 1;
         }
-    }
-    Ok(report)
+    };
+    let on_settled = {
+        let (committed, confirmed, all_done) =
+            (committed.clone(), confirmed.clone(), all_done.clone());
+        move |msg: &queen_sdk::Message<()>, outcome: &Outcome| {
+            held.lock().unwrap().remove(&msg.id);
+            let id = items
+                .lock()
+                .unwrap()
+                .get(&msg.id)
+                .cloned()
+                .unwrap_or_else(|| msg.id.clone());
+            match outcome {
+                Outcome::Committed { retried, .. } => println!(
+                    "[{name}] {id} -> {output}{}",
+                    if *retried { " (after a retry)" } else { "" }
+                ),
+                Outcome::AlreadyDone { retried: true } => {
+                    println!(
+                        "[{name}] {id}: the answer was lost; the SDK retried and the retry rolled back harmlessly (already done, retried: true): the first attempt had committed; the worker settled the message as already done"
+                    );
+                    confirmed.fetch_add(1, Ordering::SeqCst);
+                }
+                other => println!("[{name}] {id}: {other:?}"),
+            }
+            if matches!(
+                outcome,
+                Outcome::Committed { .. } | Outcome::AlreadyDone { .. }
+            ) && committed.fetch_add(1, Ordering::SeqCst) + 1 == expected
+            {
+                all_done.notify_one();
+            }
+        }
+    };
+    // Injects the fault when the faulty step asks (the harness is borrowed from `env`,
+    // which a worker's handler cannot hold).
+    let injector = async {
+        while let Some(injected) = fault_wanted.recv().await {
+            if let Some(broker) = env.broker() {
+                broker
+                    .faults()
+                    .inject(Fault::commit_then_drop().on(TRANSACTION_ROUTE));
+            }
+            let _ = injected.send(());
+        }
+    };
+    let worker = env
+        .client()
+        .worker::<Item>(&stage.input)
+        .wait(Duration::from_millis(500))
+        .on_settled(on_settled)
+        .run(handler, async move { all_done.notified().await });
+    // The injector ends when the worker is done with its handler (and its sender).
+    let (summary, ()) = tokio::join!(worker, injector);
+    let summary = summary.with_context(|| format!("{name} worker"))?;
+    ensure!(
+        summary.failed == 0 && summary.lease_lost == 0 && summary.unknown == 0,
+        "[{name}] not every message went through: {summary}"
+    );
+    Ok(Report {
+        committed: committed.load(Ordering::SeqCst),
+        confirmed_by_retry: confirmed.load(Ordering::SeqCst),
+    })
 }
 
 async fn run(env: &Env) -> anyhow::Result<()> {
@@ -184,11 +230,11 @@ async fn run(env: &Env) -> anyhow::Result<()> {
     client.push(items).await?;
     println!("pushed {MESSAGES} messages to {}", queues[0]);
 
-    let gate = RwLock::new(());
+    let gate = Arc::new(RwLock::new(()));
     let (ingest, enrich, publish) = tokio::try_join!(
-        run_stage(env, &gate, &stages[0], MESSAGES),
-        run_stage(env, &gate, &stages[1], MESSAGES),
-        run_stage(env, &gate, &stages[2], MESSAGES),
+        run_stage(env, gate.clone(), &stages[0], MESSAGES),
+        run_stage(env, gate.clone(), &stages[1], MESSAGES),
+        run_stage(env, gate.clone(), &stages[2], MESSAGES),
     )?;
 
     // Every output queue, read from its beginning: each message once.

@@ -43,6 +43,7 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 /// | the step commits | done |
 /// | [`crate::Commit::Gated`], or a `duplicate` rollback | the step was already done: the message is acked `completed` on its own |
 /// | a `rejected_ack` rollback, or the lease known lost | the lease holder has the message: nothing is committed |
+/// | a `rejected_ack` rollback of a resend (`retried: true`) | the first attempt most probably committed, its ack releasing the lease: counted as already done (if not, the redelivered step finds itself done) |
 /// | the handler errs or panics, or the step cannot commit ([`Error::Invalid`], another rollback) | acked `failed` with the error text (one attempt; the queue's `retryLimit` dead-letters it in the end); the worker goes on |
 /// | the outcome is unknown ([`Error::OutcomeUnknown`], retries exhausted) | left to the lease's expiry, and counted |
 /// | the payload does not decode as `T` | dead-lettered with the decoding error as the reason |

@@ -27,7 +27,9 @@ pub enum Outcome {
         retried: bool,
     },
     /// Its step was already done (`Commit::Gated`, or a `duplicate` rollback): the
-    /// message was acked `completed` on its own.
+    /// message was acked `completed` on its own. With `retried`, also a resend whose
+    /// `rejected_ack` says the first attempt's ack most probably applied and released the
+    /// lease (nothing left to ack).
     AlreadyDone {
         /// The verdict came to a resend: the first attempt most probably committed.
         retried: bool,
@@ -120,6 +122,22 @@ pub(crate) async fn commit(
                 "step rolled back as a duplicate: already done; acking the message alone"
             );
             ack_done(client, tally, head, keeper, retried).await
+        }
+        // A resend found the lease gone: most probably the first attempt committed and
+        // its ack released the lease (the last message of the batch). Nothing can be
+        // acked now; if the lease was truly lost instead, the redelivered step finds
+        // itself done (its derived ids make it a duplicate) and is acked then.
+        Err(Error::RolledBack {
+            reason: RollbackReason::RejectedAck,
+            retried: true,
+            ..
+        }) => {
+            tracing::info!(
+                "the step's answer was lost and its resend found the lease released: the first attempt most probably committed"
+            );
+            keeper.mark_lost();
+            tally.add(|s| s.already_done += 1);
+            Outcome::AlreadyDone { retried: true }
         }
         Err(Error::RolledBack {
             reason: RollbackReason::RejectedAck,
