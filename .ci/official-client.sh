@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs the live tests of the official Queen 2 Rust client (`queen-mq` 2.7.0, the
+# authority on Queen 2 behaviour outside transaction.md; see wire.md) against the
+# release broker of this workspace, so the files that pass keep passing.
+#
+# Usage: .ci/official-client.sh [TEST_FILE ...]   (default: the files that pass today)
+#
+# It fetches the published crate through cargo (crates.io), copies it out of the
+# registry, starts `queen-mock-broker` on a free port with a fresh data file, and runs
+# `cargo test --test FILE ...` in the copy with QUEEN_TEST_URL and QUEEN_TEST_STRICT=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FILES=("$@")
+if [ ${#FILES[@]} -eq 0 ]; then
+  FILES=(core semantics locks kv_timers)
+fi
+
+WORK="$PWD/target/official-client"
+mkdir -p "$WORK/scratch/src"
+cat > "$WORK/scratch/Cargo.toml" <<'TOML'
+[package]
+name = "official-client-scratch"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+queen-mq = "=2.7.0"
+
+[workspace]
+TOML
+echo 'fn main() {}' > "$WORK/scratch/src/main.rs"
+cargo fetch --manifest-path "$WORK/scratch/Cargo.toml" >/dev/null
+SRC=$(cargo metadata --format-version 1 --manifest-path "$WORK/scratch/Cargo.toml" |
+  python3 -c 'import json,sys; m=json.load(sys.stdin); print([p["manifest_path"] for p in m["packages"] if p["name"]=="queen-mq"][0])')
+rm -rf "$WORK/queen-mq"
+cp -r "$(dirname "$SRC")" "$WORK/queen-mq"
+# The copy sits under this workspace's target/: a workspace table of its own keeps
+# cargo from taking it for a member of ours.
+printf '\n[workspace]\n' >> "$WORK/queen-mq/Cargo.toml"
+
+cargo build --release -p queen-mock-broker
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+DATA=$(mktemp -d)
+./target/release/queen-mock-broker --listen "127.0.0.1:$PORT" --data "$DATA/queen.redb" \
+  --log warn >"$WORK/broker.log" 2>&1 &
+BROKER=$!
+trap 'kill $BROKER 2>/dev/null || true; wait $BROKER 2>/dev/null || true; rm -rf "$DATA"' EXIT
+for _ in $(seq 1 100); do
+  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break
+  sleep 0.1
+done
+curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "broker did not start"; cat "$WORK/broker.log"; exit 1; }
+
+ARGS=()
+for f in "${FILES[@]}"; do ARGS+=(--test "$f"); done
+cd "$WORK/queen-mq"
+QUEEN_TEST_URL="http://127.0.0.1:$PORT" QUEEN_TEST_STRICT=1 \
+  CARGO_TARGET_DIR="$WORK/target" cargo test "${ARGS[@]}" --no-fail-fast
