@@ -99,6 +99,9 @@ pub struct Finding {
 pub struct Probe {
     /// One finding per capability, in a fixed order.
     pub findings: Vec<Finding>,
+    /// The other routes the cases use, each with the status it answered (for the
+    /// record: no capability depends on them alone).
+    pub routes: Vec<(String, String)>,
 }
 
 impl Probe {
@@ -135,6 +138,9 @@ impl Probe {
                 if f.present { "yes" } else { "no" },
                 f.evidence
             ));
+        }
+        for (route, answer) in &self.routes {
+            out.push_str(&format!("  route      {route}: {answer}\n"));
         }
         out
     }
@@ -266,8 +272,39 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
         matches!(&locks, Ok(r) if r.status == 200 && r.body["results"][0]["held"] == json!(false)),
         answered("POST /api/v1/locks get", &locks),
     );
-    // Leave nothing behind.
-    let _ = cx.delete(&format!("/api/v1/resources/queues/{q}")).await;
+    // The other routes, for the record.
+    let mut routes = Vec::new();
+    let lease = uuid::Uuid::now_v7();
+    for (route, r) in [
+        (
+            "GET /api/v1/dlq",
+            cx.get(&format!("/api/v1/dlq?queue={q}")).await,
+        ),
+        (
+            "POST /api/v1/lease/{leaseId}/extend",
+            cx.post(&format!("/api/v1/lease/{lease}/extend"), json!({}))
+                .await,
+        ),
+        (
+            "POST /api/v1/consumer-groups/{group}/queues/{queue}/seek",
+            cx.post(
+                &format!("/api/v1/consumer-groups/{g}/queues/{q}/seek"),
+                json!({"toEnd": true}),
+            )
+            .await,
+        ),
+        // Last: it leaves nothing behind.
+        (
+            "DELETE /api/v1/resources/queues/{queue}",
+            cx.delete(&format!("/api/v1/resources/queues/{q}")).await,
+        ),
+    ] {
+        let answer = match r {
+            Ok(r) => format!("HTTP {}", r.status),
+            Err(e) => e.actual,
+        };
+        routes.push((route.to_string(), answer));
+    }
     // Core first, then the order of the capability list.
     let order = [
         Capability::Core,
@@ -278,7 +315,7 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
         Capability::Locks,
     ];
     findings.sort_by_key(|f| order.iter().position(|c| *c == f.capability));
-    Probe { findings }
+    Probe { findings, routes }
 }
 
 fn answered(what: &str, r: &Result<crate::ctx::Resp, crate::case::Failure>) -> String {
