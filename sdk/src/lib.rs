@@ -120,3 +120,8 @@ pub use txn::{
     StepResult, Timer, TimerAction, TimerResult, TransactionBuilder, Ttl,
 };
 pub use worker::{ErrorKind, Outcome, Stopped, Summary, Worker};
+
+/// The README's examples, compiled as doctests so that the code a reader copies builds.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -7,6 +7,7 @@ use futures::StreamExt;
 use queen_mock_broker::MockBroker;
 use queen_sdk::{Client, Error, PushItem, SubscriptionMode};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Job {
@@ -126,4 +127,95 @@ async fn a_refused_pop_ends_the_stream() {
     let err = stream.next().await.unwrap().unwrap_err();
     assert!(matches!(err, Error::Invalid { .. }), "{err:?}");
     assert!(stream.next().await.is_none());
+}
+
+#[tokio::test]
+async fn failed_pops_are_yielded_and_the_stream_polls_again() {
+    use queen_mock_broker::harness::Fault;
+    let (broker, client) = setup("flaky", 1).await;
+    broker
+        .faults()
+        .inject(Fault::unavailable().on("/api/v1/pop").times(2));
+    let mut stream = client
+        .consume::<Job>("flaky")
+        .wait(Duration::from_millis(200))
+        .stream();
+    for _ in 0..2 {
+        let err = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .expect("an item within 5 s")
+            .expect("the stream does not end")
+            .unwrap_err();
+        assert_eq!(err.status(), Some(503), "{err}");
+    }
+    // Backed off (the broker's Retry-After), then polled again.
+    let d = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("a delivery after the failures")
+        .expect("the stream does not end")
+        .unwrap();
+    assert_eq!(d.data.n, 0);
+}
+
+#[tokio::test]
+async fn a_401_ends_the_stream() {
+    use queen_mock_broker::auth::{Auth, Role};
+    let broker = MockBroker::builder()
+        .auth(Auth::new().token("reader", Role::ReadOnly, "acme", None))
+        .start()
+        .await
+        .unwrap();
+    let anonymous = Client::new(broker.url()).unwrap();
+    let mut stream = anonymous.consume::<Job>("locked").stream();
+    let err = stream.next().await.unwrap().unwrap_err();
+    assert_eq!(err.status(), Some(401), "{err}");
+    assert!(stream.next().await.is_none(), "a terminal refusal ends it");
+}
+
+#[tokio::test]
+async fn a_poison_payload_is_dead_lettered_and_the_stream_delivers_the_rest_in_order() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = Client::new(broker.url()).unwrap();
+    let items = [json!({"n": 1}), json!({"n": "x"}), json!({"n": 3})]
+        .iter()
+        .map(|p| PushItem::new("mixed", p).partition("p"))
+        .collect();
+    client.push(items).await.unwrap();
+    let mut stream = client
+        .consume::<Job>("mixed")
+        .wait(Duration::from_millis(200))
+        .stream();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let d = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .expect("a delivery within 5 s")
+            .expect("the stream does not end")
+            .unwrap();
+        assert!(
+            client
+                .transaction()
+                .ack(&d)
+                .commit()
+                .await
+                .unwrap()
+                .is_committed()
+        );
+        seen.push(d.data.n);
+    }
+    assert_eq!(seen, [1, 3]);
+    let dead = client
+        .dlq::<serde_json::Value>(queen_sdk::DlqQuery::queue("mixed"))
+        .await
+        .unwrap();
+    assert_eq!(dead.messages.len(), 1);
+    assert_eq!(dead.messages[0].data, json!({"n": "x"}));
+    assert!(
+        dead.messages[0]
+            .error_message
+            .as_deref()
+            .is_some_and(|e| e.contains("invalid type")),
+        "{:?}",
+        dead.messages[0]
+    );
 }

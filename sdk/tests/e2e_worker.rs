@@ -715,6 +715,37 @@ async fn a_lost_lease_fires_the_signal_and_the_step_is_not_committed() {
 }
 
 #[tokio::test]
+async fn failed_pops_do_not_stop_the_worker() {
+    use queen_mock_broker::harness::Fault;
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = client(&broker);
+    broker
+        .faults()
+        .inject(Fault::unavailable().on("/api/v1/pop").times(2));
+    push(&client, "bumpy", "Default", &[serde_json::json!({"n": 5})]).await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let running = Running::start(
+        client
+            .worker::<Job>("bumpy")
+            .wait(Duration::from_millis(200)),
+        recorder(&client, seen.clone()),
+    );
+    until(
+        Duration::from_secs(10),
+        "handled after the failures",
+        || !seen.lock().unwrap().is_empty(),
+    )
+    .await;
+    let summary = running.stop().await;
+    assert_eq!(summary.committed, 1, "{summary}");
+    assert_eq!(
+        summary.errors.get(&ErrorKind::Unavailable),
+        Some(&2),
+        "{summary}"
+    );
+}
+
+#[tokio::test]
 async fn builder_misuse_is_invalid_before_anything_is_sent() {
     let broker = MockBroker::start_in_memory().await.unwrap();
     let client = client(&broker);

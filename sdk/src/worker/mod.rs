@@ -391,13 +391,16 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
         E: fmt::Display + Send + 'static,
     {
         self.check()?;
+        let mut spec = self.spec;
+        // The broker leases in whole seconds: renew on the lease it grants.
+        spec.lease = Duration::from_secs(spec.lease.as_secs());
         let handler: lane::Handler<T> = Arc::new(move |d| {
             let fut = handler(d);
             Box::pin(async move { fut.await.map_err(|e| format!("{e:#}")) })
         });
         Ok(run::run(
             self.client,
-            self.spec,
+            spec,
             self.concurrency,
             self.grace,
             handler,
