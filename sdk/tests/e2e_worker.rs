@@ -102,7 +102,7 @@ fn recorder(
 // the client's timeouts and retry deadline all run on the same virtual clock. The
 // broker's writer is a thread of its own, and the runtime would jump its clock while
 // it waits for that thread; a blocking task holds auto-advance off, and the test moves
-// time itself, a second at a time, with a real pause between steps for the writer.
+// time itself, in small steps, with a real pause between steps for the writer.
 
 /// Holds tokio's auto-advance off while alive; moves time by hand.
 struct Driver {
@@ -118,9 +118,11 @@ impl Driver {
         Driver { _release: tx }
     }
 
-    /// Moves virtual time `by`, a second at a time, letting real work settle between.
+    /// Moves virtual time `by`, a quarter second at a time, letting real work settle
+    /// between: a long-poll's answer has 40 steps (its 10 s margin), so 200 ms of real
+    /// time, to arrive before its client-side timeout, even on a loaded machine.
     async fn advance(&self, by: Duration) {
-        let step = Duration::from_millis(500);
+        let step = Duration::from_millis(250);
         let mut left = by;
         while !left.is_zero() {
             let d = step.min(left);
@@ -133,7 +135,7 @@ impl Driver {
 
 /// A real pause for the broker's writer thread and the loopback sockets.
 async fn settle() {
-    tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(3)))
+    tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(5)))
         .await
         .unwrap();
 }
