@@ -219,3 +219,50 @@ async fn a_poison_payload_is_dead_lettered_and_the_stream_delivers_the_rest_in_o
         dead.messages[0]
     );
 }
+
+/// When dead-lettering a poison payload fails, the rest of its batch is held back (a
+/// completion would commit the cursor past the poison): it all comes back after the
+/// lease, and the poison is dead-lettered then.
+#[tokio::test]
+async fn a_failed_dead_lettering_holds_back_the_rest_of_the_batch() {
+    use queen_mock_broker::harness::Fault;
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = Client::builder()
+        .url(broker.url())
+        .retry(queen_sdk::RetryPolicy::none())
+        .build()
+        .unwrap();
+    let items = [json!({"n": "x"}), json!({"n": 2})]
+        .iter()
+        .map(|p| PushItem::new("held", p).partition("p"))
+        .collect();
+    client.push(items).await.unwrap();
+    broker
+        .faults()
+        .inject(Fault::unavailable().on("/api/v1/ack").times(1));
+    let mut stream = client
+        .consume::<Job>("held")
+        .lease(Duration::from_secs(1))
+        .wait(Duration::from_millis(200))
+        .stream();
+    let d = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("a delivery within 10 s")
+        .expect("the stream does not end")
+        .unwrap();
+    assert_eq!(d.data.n, 2);
+    assert_eq!(
+        d.delivery_attempt,
+        Some(2),
+        "held back, then delivered again after the lease"
+    );
+    let dead = client
+        .dlq::<serde_json::Value>(queen_sdk::DlqQuery::queue("held"))
+        .await
+        .unwrap();
+    assert_eq!(
+        dead.messages.len(),
+        1,
+        "dead-lettered at the second delivery"
+    );
+}

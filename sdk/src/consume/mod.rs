@@ -351,8 +351,9 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
 enum Event {
     /// A poll, with the poller back.
     Polled(Box<Poller>, Polled),
-    /// A dead-lettering ack was sent (or failed and was logged).
-    Settled,
+    /// A dead-lettering ack was sent; `None`, or the batch `(partition id, lease id)`
+    /// whose rest must not be delivered because the ack failed.
+    Settled(Option<(String, String)>),
 }
 
 type Work = Pin<Box<dyn Future<Output = Event> + Send>>;
@@ -444,21 +445,30 @@ async fn dead_letter(
     keeper: Arc<LeaseKeeper>,
 ) -> Event {
     match client.ack_dlq(&msg, &reason).await {
-        Ok(out) if out.success => tracing::warn!(
-            queue = %msg.queue, partition = %msg.partition, message_id = %msg.id, %reason,
-            "payload does not decode: dead-lettered"
-        ),
-        Ok(out) => tracing::warn!(
-            queue = %msg.queue, message_id = %msg.id, %reason, refused = ?out.error,
-            "payload does not decode; dead-lettering it was refused"
-        ),
-        Err(e) => tracing::warn!(
-            queue = %msg.queue, message_id = %msg.id, %reason, error = %e,
-            "payload does not decode; dead-lettering it failed (it comes back after its lease)"
-        ),
+        Ok(out) if out.success => {
+            tracing::warn!(
+                queue = %msg.queue, partition = %msg.partition, message_id = %msg.id, %reason,
+                "payload does not decode: dead-lettered"
+            );
+            return Event::Settled(None);
+        }
+        Ok(out) => {
+            tracing::warn!(
+                queue = %msg.queue, message_id = %msg.id, %reason, refused = ?out.error,
+                "payload does not decode; dead-lettering it was refused (the lease is lost)"
+            );
+            keeper.mark_lost();
+        }
+        Err(e) => {
+            tracing::warn!(
+                queue = %msg.queue, message_id = %msg.id, %reason, error = %e,
+                "payload does not decode; dead-lettering it failed (it comes back after its lease)"
+            );
+        }
     }
-    drop(keeper);
-    Event::Settled
+    // Not settled: a completion of a later message would commit the cursor past it,
+    // so the rest of its batch is not delivered now; it all comes back after the lease.
+    Event::Settled(Some((msg.partition_id, msg.lease_id)))
 }
 
 impl<T: DeserializeOwned + Send + 'static> Stream for Deliveries<T> {
@@ -473,6 +483,11 @@ impl<T: DeserializeOwned + Send + 'static> Stream for Deliveries<T> {
                     Poll::Ready(ev) => ev,
                 };
                 this.pending = None;
+                if let Event::Settled(Some((partition_id, lease_id))) = &event {
+                    this.buffer.retain(|(m, _)| {
+                        !(m.partition_id == *partition_id && m.lease_id == *lease_id)
+                    });
+                }
                 if let Event::Polled(poller, polled) = event {
                     let client = poller.client().clone();
                     this.poller = Some(poller);
