@@ -3,7 +3,7 @@
 //! ```no_run
 //! # async fn demo(client: queen_sdk::Client, msg: queen_sdk::Message) -> queen_sdk::Result<()> {
 //! use std::time::Duration;
-//! use queen_sdk::{Commit, Ttl};
+//! use queen_sdk::{AckStatus, Commit, Ttl};
 //! use serde_json::json;
 //!
 //! let outcome = client
@@ -17,7 +17,12 @@
 //!     .await?;
 //! match outcome {
 //!     Commit::Committed(c) => println!("receipt {}", c.pushes().next().unwrap().message_id),
-//!     Commit::Gated { kv_reason, .. } => println!("already paid ({kv_reason})"),
+//!     // Already paid: the step's ack rolled back with it, so ack the message on its
+//!     // own, or it comes back at every lease expiry (`Client::worker` does this for you).
+//!     Commit::Gated { kv_reason, .. } => {
+//!         println!("already paid ({kv_reason})");
+//!         client.ack(&msg, AckStatus::Completed).await?;
+//!     }
 //! }
 //! # Ok(()) }
 //! ```
@@ -733,14 +738,16 @@ impl TransactionBuilder {
     /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
     /// # let msg = client.pop::<serde_json::Value>("orders").send().await?.remove(0);
     /// use queen_mock_broker::harness::Fault;
-    /// use queen_sdk::{Commit, Error};
+    /// use queen_sdk::{AckStatus, Commit, Error};
     /// let step = client.transaction().ack(&msg).push("receipts", |p| p.payload(&"receipt for o-7"));
     /// // The broker commits the step, then the connection drops before the answer.
     /// broker.faults().inject(Fault::commit_then_drop().on("/api/v1/transaction"));
     /// match step.commit().await {
     ///     Ok(Commit::Committed(c)) => println!("committed {}", c.transaction_id),
-    ///     Ok(Commit::Gated { .. }) => println!("already done"),
-    ///     // The fenced, deterministic step was retried, and the retry found it done.
+    ///     // Already done: its ack rolled back with it; settle the message on its own.
+    ///     Ok(Commit::Gated { .. }) => drop(client.ack(&msg, AckStatus::Completed).await?),
+    ///     // The fenced, deterministic step was retried, and the retry found it done
+    ///     // (its first attempt's ack applied).
     ///     Err(Error::RolledBack { retried: true, reason, .. }) => println!("done before ({reason})"),
     ///     Err(e) => return Err(e.into()),
     /// }
