@@ -665,6 +665,43 @@ async fn shutdown_finishes_the_running_handler_and_releases_what_was_not_started
 }
 
 #[tokio::test]
+async fn past_the_grace_period_running_handlers_are_cancelled_and_their_messages_given_back() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = client(&broker);
+    let payloads: Vec<_> = (0..3).map(|n| serde_json::json!({"n": n})).collect();
+    push(&client, "stuck", "p", &payloads).await;
+    let started = Arc::new(Notify::new());
+    let s = started.clone();
+    let running = Running::start(
+        client
+            .worker::<Job>("stuck")
+            .grace(Duration::from_millis(200))
+            .wait(Duration::from_millis(200)),
+        move |_| {
+            let s = s.clone();
+            async move {
+                s.notify_one();
+                std::future::pending::<()>().await; // never finishes
+                Err("unreachable".to_string())
+            }
+        },
+    );
+    tokio::time::timeout(Duration::from_secs(5), started.notified())
+        .await
+        .expect("the handler started");
+    let summary = running.stop().await;
+    assert_eq!(
+        (summary.processed, summary.abandoned, summary.released),
+        (1, 1, 2),
+        "the running one cut short, the two behind it given back: {summary}"
+    );
+    // All three are given back at once, not after the lease.
+    let next = client.pop::<Job>("stuck").batch(10).send().await.unwrap();
+    let ns: Vec<u32> = next.iter().map(|m| m.data.n).collect();
+    assert_eq!(ns, [0, 1, 2]);
+}
+
+#[tokio::test]
 async fn a_lost_lease_fires_the_signal_and_the_step_is_not_committed() {
     let (broker, clock, client) = manual_broker().await;
     push(&client, "lost", "Default", &[serde_json::json!({"n": 1})]).await;

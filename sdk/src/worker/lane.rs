@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -45,20 +45,46 @@ pub(crate) struct Lanes<T> {
     pub tally: Tally,
     /// `true` once the worker is stopping: no new message is started.
     pub stop: watch::Receiver<bool>,
+    /// What cancelled lanes left behind.
+    pub leftovers: Arc<Mutex<Vec<Leftover>>>,
 }
 
-/// Messages of a lane not settled yet: if the lane is cancelled (the grace period ran
-/// out) or dies, they are counted as abandoned to their lease's expiry.
-struct Unsettled {
-    n: u64,
-    tally: Tally,
+/// What a cancelled lane leaves behind: the message whose handler was cut short, and
+/// those not started. The worker gives them back with `retry` acks.
+#[derive(Debug)]
+pub(crate) struct Leftover {
+    pub current: Option<Message<()>>,
+    pub rest: Vec<Message<()>>,
 }
 
-impl Drop for Unsettled {
+/// A lane's messages not settled yet. Dropped with some left (the lane was cancelled
+/// when the grace period ran out, or died), it hands them to the worker's leftovers.
+struct Pending {
+    current: Option<Message<()>>,
+    rest: VecDeque<RawMessage>,
+    leftovers: Arc<Mutex<Vec<Leftover>>>,
+}
+
+impl Pending {
+    /// Forgets what is left: it has been counted and left to the lease.
+    fn forget(&mut self) -> u64 {
+        let n = self.rest.len() as u64;
+        self.rest.clear();
+        n
+    }
+}
+
+impl Drop for Pending {
     fn drop(&mut self) {
-        if self.n > 0 {
-            let n = self.n;
-            self.tally.add(|s| s.abandoned += n);
+        if self.current.is_some() || !self.rest.is_empty() {
+            let left = Leftover {
+                current: self.current.take(),
+                rest: self.rest.drain(..).map(|m| head_of(&m)).collect(),
+            };
+            self.leftovers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(left);
         }
     }
 }
@@ -78,29 +104,31 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
     batch: Vec<RawMessage>,
     keeper: Arc<LeaseKeeper>,
 ) {
-    let mut rest: VecDeque<RawMessage> = batch.into();
-    let mut unsettled = Unsettled {
-        n: rest.len() as u64,
-        tally: lanes.tally.clone(),
+    let mut pending = Pending {
+        current: None,
+        rest: batch.into(),
+        leftovers: Arc::clone(&lanes.leftovers),
     };
-    while let Some(raw) = rest.pop_front() {
+    while !pending.rest.is_empty() {
         if *lanes.stop.borrow() {
-            rest.push_front(raw);
-            release(&lanes, &mut unsettled, rest).await;
+            release(&lanes, &mut pending).await;
             return;
         }
         if keeper.is_lost() {
-            let n = rest.len() as u64 + 1;
+            let n = pending.forget();
             tracing::warn!(
                 lost = n,
                 "lease lost: the rest of the batch is the lease holder's"
             );
             lanes.tally.add(|s| s.lease_lost += n);
-            unsettled.n = 0;
             return;
         }
+        let Some(raw) = pending.rest.pop_front() else {
+            break;
+        };
+        pending.current = Some(head_of(&raw));
         let settled = one(&lanes, raw, &keeper).await;
-        unsettled.n -= 1;
+        pending.current = None;
         match settled {
             Outcome::Committed { .. }
             | Outcome::AlreadyDone { .. }
@@ -109,41 +137,56 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
             // in order, at a later pop. Released explicitly too, for a broker that frees
             // a batch only once every message of it is acked.
             Outcome::Failed { .. } => {
-                release(&lanes, &mut unsettled, rest).await;
+                release(&lanes, &mut pending).await;
                 return;
             }
             Outcome::LeaseLost => {
-                let n = rest.len() as u64;
+                let n = pending.forget();
                 lanes.tally.add(|s| s.lease_lost += n);
-                unsettled.n = 0;
                 return;
             }
             // Whether the step applied is unknown, so nothing after it may be acked
             // (a completion would commit the cursor past it): the rest waits for the
             // lease to lapse, and the redelivered step finds itself done or not.
-            Outcome::Unknown { .. } => return,
+            Outcome::Unknown { .. } => {
+                let n = pending.forget();
+                lanes.tally.add(|s| s.abandoned += n);
+                return;
+            }
         }
     }
 }
 
-/// Gives `rest` back with `retry` acks (no attempt counted), so another worker gets
-/// them at once instead of after the lease.
-async fn release<T>(lanes: &Lanes<T>, unsettled: &mut Unsettled, rest: VecDeque<RawMessage>) {
-    if rest.is_empty() {
-        return;
-    }
-    let acks: Vec<(&RawMessage, AckStatus)> = rest.iter().map(|m| (m, AckStatus::Retry)).collect();
-    match lanes.client.ack_batch(&acks).await {
-        Ok(_) => {
-            let n = rest.len() as u64;
-            tracing::debug!(released = n, "released messages not started");
-            lanes.tally.add(|s| s.released += n);
-            unsettled.n = 0;
-        }
-        // Left in `unsettled`: abandoned to the lease's expiry.
+/// Gives what is left of the batch back with `retry` acks (no attempt counted), so
+/// another worker gets it at once instead of after the lease.
+async fn release<T>(lanes: &Lanes<T>, pending: &mut Pending) {
+    let rest: Vec<Message<()>> = pending.rest.drain(..).map(|m| head_of(&m)).collect();
+    let n = rest.len() as u64;
+    match give_back(&lanes.client, &rest).await {
+        Ok(()) => lanes.tally.add(|s| s.released += n),
         Err(e) => {
-            tracing::warn!(error = %e, "releasing messages not started failed: they come back after the lease");
             lanes.tally.error(ErrorKind::of(&e));
+            lanes.tally.add(|s| s.abandoned += n);
+        }
+    }
+}
+
+/// Sends one `retry` ack for each of `msgs`, in order, in one call. The first releases
+/// the lease and, under the cursor rules, everything after it; the others matter to a
+/// broker that frees a batch only once every message of it is acked.
+pub(crate) async fn give_back(client: &Client, msgs: &[Message<()>]) -> crate::Result<()> {
+    if msgs.is_empty() {
+        return Ok(());
+    }
+    let acks: Vec<(&Message<()>, AckStatus)> = msgs.iter().map(|m| (m, AckStatus::Retry)).collect();
+    match client.ack_batch(&acks).await {
+        Ok(_) => {
+            tracing::debug!(released = msgs.len(), "gave back messages not started");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "giving back messages failed: they come back after the lease");
+            Err(e)
         }
     }
 }

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
+use tracing::Instrument;
 
 pub use settle::Outcome;
 pub use summary::{ErrorKind, Stopped, Summary};
@@ -52,7 +53,8 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 /// `concurrency` batches (so partitions) are handled at once, each strictly in order,
 /// one message at a time. After a `failed` ack, a lost lease or an unknown outcome the
 /// rest of that batch is left (it comes back, in order, at a later pop). Leases are
-/// renewed while their batch is in hand. Each step runs in a `queen.step` tracing span
+/// renewed while their batch is in hand. The worker runs in a `queen.worker` tracing
+/// span (queue, group) and each step in a `queen.step` span
 /// (queue, partition, group, message id, transaction id, delivery attempt, the
 /// committed transaction's id and the outcome); settlements and failures are events.
 ///
@@ -268,7 +270,8 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     }
 
     /// How long a stopping worker lets its running handlers finish (default 30 s);
-    /// past it they are cancelled and their messages left to their lease's expiry.
+    /// past it they are cancelled, and their messages and those behind them are given
+    /// back (`retry` acks) for the next worker.
     ///
     /// ```
     /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
@@ -398,6 +401,11 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
             let fut = handler(d);
             Box::pin(async move { fut.await.map_err(|e| format!("{e:#}")) })
         });
+        let span = tracing::info_span!(
+            "queen.worker",
+            queue = %spec.queue,
+            group = spec.group.as_deref().unwrap_or(crate::QUEUE_MODE),
+        );
         Ok(run::run(
             self.client,
             spec,
@@ -407,6 +415,7 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
             self.observer,
             shutdown,
         )
+        .instrument(span)
         .await)
     }
 }

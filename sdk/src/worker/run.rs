@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use crate::client::Client;
 use crate::consume::lease::LeaseKeeper;
@@ -39,6 +40,7 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
         observer,
         tally: tally.clone(),
         stop: stopping,
+        leftovers: Arc::default(),
     });
     let mut poller = Some(Box::new(Poller::new(client.clone(), spec)));
     let mut polling: Option<Polling> = None;
@@ -79,7 +81,9 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
                                 first.lease_id.clone(),
                                 lease,
                             ));
-                            lanes.spawn(lane::run(Arc::clone(&shared), batch, keeper));
+                            lanes.spawn(
+                                lane::run(Arc::clone(&shared), batch, keeper).in_current_span(),
+                            );
                         }
                     }
                     Polled::Failed(e) => tally.error(ErrorKind::of(&e)),
@@ -102,6 +106,31 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
     if drained.is_err() {
         tracing::warn!(%queue, cancelled = lanes.len(), "grace period over: cancelling handlers still running");
         lanes.shutdown().await;
+    }
+    // Cancelled lanes' messages: given back too. The one whose handler was cut short
+    // may have committed its step or not; a `retry` of it is refused if it did, and
+    // otherwise hands it straight to the next worker (whose step finds itself done
+    // or not) instead of after the lease.
+    let leftovers = std::mem::take(
+        &mut *shared
+            .leftovers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    for left in leftovers {
+        let cut = u64::from(left.current.is_some());
+        let rest = left.rest.len() as u64;
+        let msgs: Vec<_> = left.current.into_iter().chain(left.rest).collect();
+        match lane::give_back(&client, &msgs).await {
+            Ok(()) => tally.add(|s| {
+                s.abandoned += cut;
+                s.released += rest;
+            }),
+            Err(e) => {
+                tally.error(ErrorKind::of(&e));
+                tally.add(|s| s.abandoned += cut + rest);
+            }
+        }
     }
     // Every lane, and with it every lease keeper, is gone: renewal has stopped.
     drop(shared);

@@ -106,11 +106,13 @@ pub struct Summary {
     /// Steps whose outcome is unknown (the commit may have applied): left to the
     /// lease's expiry, after which the redelivered step finds itself done.
     pub unknown: u64,
-    /// Delivered but not started when the worker stopped: given back with `retry`
-    /// acks, so another worker gets them at once.
+    /// Delivered but not started when the worker stopped, or behind a message acked
+    /// `failed`: given back with `retry` acks (no attempt counted), so another worker
+    /// gets them at once.
     pub released: u64,
-    /// In flight when the grace period ran out: their handlers were cancelled and the
-    /// messages are left to their lease's expiry.
+    /// Left unsettled: in flight when the grace period ran out (the handler was
+    /// cancelled; the message is given back with a `retry` ack, refused if its step had
+    /// committed), or behind a step whose outcome is unknown (left to the lease).
     pub abandoned: u64,
     /// Trouble met, by kind (handler errors, panics, failed pops, ...).
     pub errors: BTreeMap<ErrorKind, u64>,
