@@ -3,10 +3,12 @@
 //! A verdict about the data (a refused ack, a rolled-back transaction) is not an error:
 //! it is part of a successful answer. These are the cases where the call itself fails.
 
+use std::sync::Arc;
+
 use crate::store::StoreError;
 
 /// Why a command was not carried out.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum EngineError {
     /// The request is malformed or breaks a rule of the API (HTTP 400 `bad_request`).
     #[error("{0}")]
@@ -40,9 +42,10 @@ pub enum EngineError {
     /// `storage_full`). Reads, acks and deletes still work.
     #[error("{0}")]
     StorageFull(String),
-    /// Storage failed; nothing of the batch was committed (HTTP 500 `internal`).
+    /// Storage failed; nothing of the batch was committed (HTTP 500 `internal`). The
+    /// storage error is kept whole as the source, shared by every caller of the batch.
     #[error("storage failure: {0}")]
-    Storage(String),
+    Storage(#[source] Arc<StoreError>),
 }
 
 impl EngineError {
@@ -54,9 +57,15 @@ impl EngineError {
 
 impl From<StoreError> for EngineError {
     fn from(e: StoreError) -> Self {
-        match e {
+        Arc::new(e).into()
+    }
+}
+
+impl From<Arc<StoreError>> for EngineError {
+    fn from(e: Arc<StoreError>) -> Self {
+        match *e {
             StoreError::Full { .. } => EngineError::StorageFull(e.to_string()),
-            e => EngineError::Storage(e.to_string()),
+            _ => EngineError::Storage(e),
         }
     }
 }

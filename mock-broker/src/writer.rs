@@ -29,7 +29,7 @@ pub const QUEUE_CAPACITY: usize = 16_384;
 /// A command: runs against a staging view and produces its answer.
 trait Job: Send {
     /// Applies the command. `Err` means storage failed and the batch must be abandoned.
-    fn apply(&mut self, tx: &mut Tx<'_, '_>) -> Result<(), StoreError>;
+    fn apply(&mut self, tx: &mut Tx<'_, '_>) -> Result<(), Arc<StoreError>>;
     /// Delivers the answer once the batch's fate is known.
     fn finish(self: Box<Self>, committed: Result<(), EngineError>);
 }
@@ -45,14 +45,14 @@ where
     F: FnOnce(&mut Tx<'_, '_>) -> Result<R, EngineError> + Send,
     R: Send,
 {
-    fn apply(&mut self, tx: &mut Tx<'_, '_>) -> Result<(), StoreError> {
+    fn apply(&mut self, tx: &mut Tx<'_, '_>) -> Result<(), Arc<StoreError>> {
         let f = self.f.take().expect("a job runs once");
         let out = f(tx);
         match &out {
-            Ok(_) => tx.flush()?,
-            Err(EngineError::Storage(e)) => {
-                return Err(StoreError::Corrupt(e.clone()));
-            }
+            Ok(_) => tx.flush().map_err(Arc::new)?,
+            // The batch's write transaction is no longer trustworthy: abandon it all,
+            // keeping the cause for every caller.
+            Err(EngineError::Storage(e)) => return Err(e.clone()),
             Err(_) => tx.discard(),
         }
         self.out = Some(out);
@@ -61,9 +61,9 @@ where
 
     fn finish(self: Box<Self>, committed: Result<(), EngineError>) {
         let answer = match committed {
-            Ok(()) => self
-                .out
-                .unwrap_or_else(|| Err(EngineError::Storage("command not applied".into()))),
+            Ok(()) => self.out.unwrap_or_else(|| {
+                Err(StoreError::Task("the command was not applied".into()).into())
+            }),
             Err(e) => Err(e),
         };
         // The caller may have gone away (a dropped connection); nothing to do then.
@@ -235,6 +235,10 @@ fn run(
     tracing::debug!("writer stopped");
 }
 
+fn store_err(e: impl Into<StoreError>) -> Arc<StoreError> {
+    Arc::new(e.into())
+}
+
 /// Applies every job in one write transaction. `Ok(true)`: committed durably, and
 /// `live` updated to the bytes now stored; `Ok(false)`: nothing was written, so no
 /// commit was needed.
@@ -245,8 +249,8 @@ fn apply_batch(
     woken: &mut Vec<(String, String)>,
     live: &mut u64,
     cap: Option<u64>,
-) -> Result<bool, StoreError> {
-    let txn = db.begin_write()?;
+) -> Result<bool, Arc<StoreError>> {
+    let txn = db.begin_write().map_err(store_err)?;
     let mut dirty = false;
     let live_after;
     {
@@ -263,10 +267,10 @@ fn apply_batch(
         }
     }
     if dirty {
-        txn.commit()?;
+        txn.commit().map_err(store_err)?;
         *live = live_after;
     } else {
-        txn.abort()?;
+        txn.abort().map_err(store_err)?;
     }
     Ok(dirty)
 }

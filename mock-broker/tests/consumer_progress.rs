@@ -272,6 +272,29 @@ async fn a_dlq_ack_dead_letters_now_and_moves_the_cursor_past_it() {
 }
 
 #[tokio::test]
+async fn a_dead_letter_is_settled_but_completing_it_later_is_refused() {
+    // transaction.md: an unfenced ack "still rolls back with rejected_ack when the
+    // message ... was already acked with a failed, retry or dlq status".
+    let h = Harness::new().await;
+    push_n(&h, "q", 2).await;
+    let p = pop_all(&h, "q", 2).await;
+    assert_eq!(h.ack_msg(&msgs(&p)[0], "dlq").await["dlq"], true);
+    let pid = p["partitionId"].clone();
+    let r = h
+        .ack(json!({"transactionId": "m1", "partitionId": pid}))
+        .await;
+    assert_eq!(r["success"], false, "{r}");
+    assert!(
+        r["error"].as_str().unwrap().contains("dead-lettered"),
+        "{r}"
+    );
+    let t = h
+        .txn_ok(json!({"operations": [{"type": "ack", "transactionId": "m1", "partitionId": pid}]}))
+        .await;
+    assert_eq!(t["reason"], "rejected_ack", "{t}");
+}
+
+#[tokio::test]
 async fn an_unknown_transaction_id_is_unresolved_and_costs_the_holder_nothing() {
     let h = Harness::new().await;
     push_n(&h, "q", 3).await;

@@ -184,8 +184,17 @@ pub fn ack(
         return Ok(AckOutcome::rejected(INVALID_LEASE));
     }
 
-    // Below the cursor: committed already.
+    let dead_key = Key::tenant(tenant)
+        .u64(pid)
+        .str(&a.group)
+        .u64(offset)
+        .into_bytes();
+    // Below the cursor: committed already. A dead letter is settled but not completed:
+    // completing it now is refused, as `transaction.md` says of any ack after a `dlq`.
     if offset < c.cursor {
+        if a.status == AckMark::Completed && tx.get_raw(T::Dead, &dead_key)?.is_some() {
+            return Ok(AckOutcome::rejected("message was already dead-lettered"));
+        }
         return Ok(if a.status == AckMark::Completed {
             AckOutcome {
                 success: true,
@@ -245,6 +254,7 @@ pub fn ack(
         st.acked = Some(AckMark::Dlq);
         // Settled: skipped by pops even while a clamp keeps the cursor before it.
         st.done = true;
+        tx.put(T::Dead, dead_key, &());
         if settings.dead_letter_queue {
             dead_letter(tx, tenant, &pref, pid, offset, a, failures)?;
             out.dlq = true;

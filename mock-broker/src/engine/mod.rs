@@ -520,7 +520,7 @@ impl Engine {
         let now = self.shared.clock.now_micros();
         tokio::task::spawn_blocking(move || f(&db, now))
             .await
-            .map_err(|e| EngineError::Storage(e.to_string()))?
+            .map_err(|e| crate::store::StoreError::Task(e.to_string()))?
             .map_err(EngineError::from)
     }
 

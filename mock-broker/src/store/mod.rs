@@ -27,6 +27,9 @@ pub enum StoreError {
     /// A stored record could not be decoded.
     #[error("corrupt record: {0}")]
     Corrupt(String),
+    /// A storage task ended without an answer (it panicked or was cancelled).
+    #[error("storage task did not finish: {0}")]
+    Task(String),
     /// The storage cap is reached: a command that adds data is refused (HTTP 507).
     #[error(
         "storage is full: {live_bytes} bytes stored, the cap is {cap}; delete or ack to free space"
