@@ -21,7 +21,7 @@ SHAPES=${SHAPES:-"push ack-push seed-step"}
 PARTITIONS=${PARTITIONS:-64}
 
 command -v jq >/dev/null || { echo "run-all.sh needs jq (apt-get install jq)" >&2; exit 1; }
-cargo build --release --quiet -p queen-examples --bin load
+cargo build --release --quiet -p queen-load --bin load
 BIN=${CARGO_TARGET_DIR:-target}/release/load
 
 OUT=$(mktemp -d)

@@ -21,7 +21,7 @@ SHAPES=${SHAPES:-"push ack-push seed-step"}
 NOOP=${NOOP:-}
 
 command -v jq >/dev/null || { echo "sdk-vs-raw.sh needs jq (apt-get install jq)" >&2; exit 1; }
-cargo build --release --quiet -p queen-examples --bin load
+cargo build --release --quiet -p queen-load --bin load
 BIN=${CARGO_TARGET_DIR:-target}/release/load
 target=(); [ -n "$NOOP" ] && target=(--against-noop --noop-pop)
 

@@ -7,7 +7,6 @@
 //! | `order-worker` | the seed's step (ack, receipt, KV state, a `once` marker, a reminder timer) committed once, and a redelivery of the same event rolling back as `duplicate` and acked on its own; with `QUEEN_URL`, a long-lived worker on the SDK's runtime (`Client::worker`) that Ctrl-C drains |
 //! | `pipeline` | three stages (`ingest` -> `enrich` -> `publish`), each a `Client::worker`, handing work forward with ack + push; a lost answer in the middle stage is retried harmlessly and settled as already done |
 //! | `locks` | two workers contend for a lock; a guarded transaction commits while the lock is held and is refused (`Commit::Gated`) once it is lost |
-//! | `load` | the load generator ([`load`]): throughput, latency and the group commit of `push`, `ack-push` and `seed-step`, through the SDK or bare HTTP, with a no-op baseline server |
 //!
 //! ```sh
 //! cargo run -p queen-examples --bin order-worker
@@ -35,8 +34,6 @@
 //! ```
 
 #![warn(missing_docs)]
-
-pub mod load;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -1,10 +1,15 @@
-//! The load generator behind the `load` binary.
+//! # queen-load
+//!
+//! The load generator behind the `load` binary: throughput, latency and the group commit
+//! of `push`, `ack-push` and `seed-step`, through the SDK or bare HTTP, against an
+//! embedded durable broker, a broker at `--url`, or a no-op baseline server.
 //!
 //! ```sh
-//! cargo run --release -p queen-examples --bin load -- --shape ack-push --concurrency 64 --duration 5
-//! cargo run --release -p queen-examples --bin load -- --shape seed-step --mode raw --json
-//! cargo run --release -p queen-examples --bin load -- --shape ack-push --against-noop --mode raw
-//! cargo run --release -p queen-examples --bin load -- --serve-noop --listen 127.0.0.1:7000
+//! cargo run --release -p queen-load -- --shape ack-push --concurrency 64 --duration 5
+//! cargo run --release -p queen-load -- --shape seed-step --mode raw --json
+//! cargo run --release -p queen-load -- --shape ack-push --against-noop --mode raw
+//! cargo run --release -p queen-load -- --serve-noop --listen 127.0.0.1:7000
+//! bash examples/load/run-all.sh     # every shape at 1, 64 and 256 workers, with ratios
 //! ```
 //!
 //! `--concurrency` workers each run one operation after another until the deadline:
@@ -33,6 +38,8 @@
 //! and rollbacks are counted wherever they end. Every loop stops by itself at the
 //! deadline (an operation in flight is let finish, bounded, so no lease is left behind).
 //! Targets must be on the loopback interface unless `--allow-remote` is given.
+
+#![warn(missing_docs)]
 
 mod driver;
 mod noop;

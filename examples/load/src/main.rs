@@ -1,16 +1,16 @@
 //! The load generator: throughput, latency percentiles, errors and rollbacks of one
 //! shape (`push`, `ack-push`, `seed-step`) through the SDK or bare HTTP, against an
 //! embedded durable broker (with its group commit's figures), a broker at `--url`, or
-//! the no-op baseline server. See [`queen_examples::load`] for every option.
+//! the no-op baseline server. See [`queen_load`] for every option.
 //!
 //! ```sh
-//! cargo run --release -p queen-examples --bin load -- --shape ack-push --concurrency 64 --duration 5
-//! cargo run --release -p queen-examples --bin load -- --shape seed-step --mode raw --json
+//! cargo run --release -p queen-load -- --shape ack-push --concurrency 64 --duration 5
+//! cargo run --release -p queen-load -- --shape seed-step --mode raw --json
 //! bash examples/load/run-all.sh     # every shape at 1, 64 and 256 workers, with ratios
 //! ```
 
 use clap::Parser as _;
-use queen_examples::load::{self, Args};
+use queen_load::Args;
 
 /// The broker and the load generator share this process's two cores; glibc's malloc
 /// spent a quarter of them under contention (perf, ack-push at 64 workers).
@@ -20,5 +20,5 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    load::main(Args::parse()).await
+    queen_load::main(Args::parse()).await
 }
