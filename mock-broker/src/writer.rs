@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::clock::Clock;
 use crate::engine::notify::Wakers;
 use crate::error::EngineError;
-use crate::store::{StoreError, Tables, Tx};
+use crate::store::{Memory, StoreError, Tables, Tx};
 
 /// Most commands applied in one commit; bounds the latency of the first in a batch.
 const MAX_BATCH: usize = 1024;
@@ -198,6 +198,8 @@ fn run(
         0
     });
     stats.live_bytes.store(live, Ordering::Relaxed);
+    // Caches and hints of this writer alone (see `store::Memory`).
+    let memory = Memory::default();
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
@@ -209,7 +211,15 @@ fn run(
         }
         let n = batch.len() as u64;
         let mut woken = Vec::new();
-        let outcome = apply_batch(&db, clock.as_ref(), &mut batch, &mut woken, &mut live, cap);
+        let outcome = apply_batch(
+            &db,
+            clock.as_ref(),
+            &memory,
+            &mut batch,
+            &mut woken,
+            &mut live,
+            cap,
+        );
         match &outcome {
             Ok(true) => {
                 stats.live_bytes.store(live, Ordering::Relaxed);
@@ -245,6 +255,7 @@ fn store_err(e: impl Into<StoreError>) -> Arc<StoreError> {
 fn apply_batch(
     db: &Database,
     clock: &dyn Clock,
+    memory: &Memory,
     batch: &mut [Box<dyn Job>],
     woken: &mut Vec<(String, String)>,
     live: &mut u64,
@@ -256,7 +267,7 @@ fn apply_batch(
     {
         let mut tables = Tables::open(&txn, *live, cap)?;
         for job in batch.iter_mut() {
-            let mut tx = Tx::new(&mut tables, clock.now_micros());
+            let mut tx = Tx::new(&mut tables, clock.now_micros(), memory);
             job.apply(&mut tx)?;
             dirty |= tx.flushed_any();
             woken.append(&mut tx.woken);

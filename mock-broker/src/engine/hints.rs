@@ -12,11 +12,12 @@
 //! back) costs one wasted look. Nothing depends on a hint being present either: a pop
 //! that finds none claimable falls back to the full scan, and every
 //! [`FULL_SCAN_EVERY`]th pop scans anyway, so a partition nobody noted (a lease that
-//! lapsed silently) is never starved. Hints live in the writer thread, which runs every
-//! command, and are bounded.
+//! lapsed silently) is never starved. Hints live in the writer's memory (it runs every
+//! command), and are bounded.
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
+
+use crate::store::Tx;
 
 /// One pop in this many ignores the hints and scans every partition.
 pub const FULL_SCAN_EVERY: usize = 8;
@@ -31,19 +32,20 @@ struct Noted {
     set: HashSet<u64>,
 }
 
-thread_local! {
-    /// Tenant, then queue: looked up by `&str`, so noting and taking allocate only
-    /// for a queue seen the first time (both run on every push and every ack).
-    static HINTS: RefCell<HashMap<String, HashMap<String, Noted>>> = RefCell::new(HashMap::new());
+/// The noted partitions, tenant then queue: looked up by `&str`, so noting and taking
+/// allocate only for a queue seen the first time (both run on every push and every
+/// ack). Kept in the writer's memory ([`Tx::with_memory`]).
+#[derive(Default)]
+pub struct Hints {
+    by_tenant: HashMap<String, HashMap<String, Noted>>,
 }
 
-/// Notes that partition `pid` of `queue` may be claimable now.
-pub fn note(tenant: &str, queue: &str, pid: u64) {
-    HINTS.with(|h| {
-        let mut h = h.borrow_mut();
-        let queues = match h.get_mut(tenant) {
+impl Hints {
+    /// Notes that partition `pid` of `queue` may be claimable now.
+    pub fn note(&mut self, tenant: &str, queue: &str, pid: u64) {
+        let queues = match self.by_tenant.get_mut(tenant) {
             Some(q) => q,
-            None => h.entry(tenant.to_string()).or_default(),
+            None => self.by_tenant.entry(tenant.to_string()).or_default(),
         };
         if !queues.contains_key(queue) && queues.len() >= QUEUES {
             queues.clear();
@@ -55,18 +57,25 @@ pub fn note(tenant: &str, queue: &str, pid: u64) {
         if noted.set.len() < PER_QUEUE && noted.set.insert(pid) {
             noted.order.push_back(pid);
         }
-    });
-}
+    }
 
-/// Takes the next noted partition of `queue`, oldest first.
-pub fn take(tenant: &str, queue: &str) -> Option<u64> {
-    HINTS.with(|h| {
-        let mut h = h.borrow_mut();
-        let noted = h.get_mut(tenant)?.get_mut(queue)?;
+    /// Takes the next noted partition of `queue`, oldest first.
+    pub fn take(&mut self, tenant: &str, queue: &str) -> Option<u64> {
+        let noted = self.by_tenant.get_mut(tenant)?.get_mut(queue)?;
         let pid = noted.order.pop_front()?;
         noted.set.remove(&pid);
         Some(pid)
-    })
+    }
+}
+
+/// Notes, in the writer's memory, that partition `pid` of `queue` may be claimable.
+pub fn note(tx: &Tx, tenant: &str, queue: &str, pid: u64) {
+    tx.with_memory(|h: &mut Hints| h.note(tenant, queue, pid));
+}
+
+/// Takes the next partition of `queue` noted in the writer's memory.
+pub fn take(tx: &Tx, tenant: &str, queue: &str) -> Option<u64> {
+    tx.with_memory(|h: &mut Hints| h.take(tenant, queue))
 }
 
 #[cfg(test)]
@@ -75,15 +84,16 @@ mod tests {
 
     #[test]
     fn notes_come_back_once_each_in_order_and_per_queue() {
-        note("t", "q", 3);
-        note("t", "q", 1);
-        note("t", "q", 3);
-        note("t", "other", 9);
-        note("u", "q", 7);
-        assert_eq!(take("t", "q"), Some(3));
-        assert_eq!(take("t", "q"), Some(1));
-        assert_eq!(take("t", "q"), None);
-        assert_eq!(take("t", "other"), Some(9));
-        assert_eq!(take("u", "q"), Some(7));
+        let mut h = Hints::default();
+        h.note("t", "q", 3);
+        h.note("t", "q", 1);
+        h.note("t", "q", 3);
+        h.note("t", "other", 9);
+        h.note("u", "q", 7);
+        assert_eq!(h.take("t", "q"), Some(3));
+        assert_eq!(h.take("t", "q"), Some(1));
+        assert_eq!(h.take("t", "q"), None);
+        assert_eq!(h.take("t", "other"), Some(9));
+        assert_eq!(h.take("u", "q"), Some(7));
     }
 }

@@ -1,7 +1,5 @@
 //! Claiming messages: one live lease per (partition, group), strict order, redelivery.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use super::consumers::{self, StartAt};
 use super::queues::{PartitionEntry, Settings, get_queue, list_partitions, partition_key};
 use super::{hints, ids};
@@ -85,8 +83,10 @@ impl PopOutcome {
     }
 }
 
-/// Rotates the starting partition of wildcard pops, so no partition starves.
-static ROTATION: AtomicUsize = AtomicUsize::new(0);
+/// Where the next wildcard pop starts among a queue's partitions, so no partition
+/// starves; one counter per writer, in its memory.
+#[derive(Default)]
+struct Rotation(usize);
 
 /// Claims up to `req.batch` messages.
 pub fn pop(tx: &mut Tx, tenant: &str, req: &PopRequest) -> Result<PopOutcome, EngineError> {
@@ -186,7 +186,10 @@ fn claim_any(
     req: &PopRequest,
     out: &mut PopOutcome,
 ) -> Result<(), StoreError> {
-    let turn = ROTATION.fetch_add(1, Ordering::Relaxed);
+    let turn = tx.with_memory(|r: &mut Rotation| {
+        r.0 = r.0.wrapping_add(1);
+        r.0 - 1
+    });
     if !turn.is_multiple_of(hints::FULL_SCAN_EVERY) {
         claim_hinted(tx, tenant, queue, q, req, out)?;
         if out.is_full(req) {
@@ -231,7 +234,7 @@ fn claim_hinted(
         if out.is_full(req) {
             break;
         }
-        let Some(pid) = hints::take(tenant, queue) else {
+        let Some(pid) = hints::take(tx, tenant, queue) else {
             break;
         };
         let pref_key = Key::tenant(tenant).u64(pid).into_bytes();

@@ -1,6 +1,5 @@
 //! Queues and partitions: options, creation on first use, deletion.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -221,7 +220,7 @@ pub fn ensure_queue(
 ) -> Result<Arc<QueueRecord>, StoreError> {
     let key = Key::tenant(tenant).str(queue).into_bytes();
     if let Some(bytes) = tx.get_raw(T::Queues, &key)? {
-        return decode_queue(&bytes);
+        return decode_queue(tx, &bytes);
     }
     let rec = new_queue(queue, tx.now);
     tx.put(T::Queues, key, &rec);
@@ -235,32 +234,30 @@ pub fn get_queue(
     queue: &str,
 ) -> Result<Option<Arc<QueueRecord>>, StoreError> {
     tx.get_raw(T::Queues, &Key::tenant(tenant).str(queue).into_bytes())?
-        .map(|bytes| decode_queue(&bytes))
+        .map(|bytes| decode_queue(tx, &bytes))
         .transpose()
 }
 
-thread_local! {
-    /// Decoded queue records by their stored bytes. Every push and pop reads its
-    /// queue's record, and decoding the JSON of its options was the largest single cost
-    /// of the writer's profile after the commit. Keyed by content, so never stale.
-    static DECODED_QUEUES: RefCell<HashMap<Vec<u8>, Arc<QueueRecord>>> =
-        RefCell::new(HashMap::new());
-}
+/// Decoded queue records by their stored bytes, in the writer's memory. Every push and
+/// pop reads its queue's record, and decoding the JSON of its options was the largest
+/// single cost of the writer's profile after the commit. Keyed by content, so never
+/// stale.
+#[derive(Default)]
+struct DecodedQueues(HashMap<Vec<u8>, Arc<QueueRecord>>);
 
-/// Most queue records kept decoded (per thread; the writer is one thread).
+/// Most queue records kept decoded.
 const DECODED_QUEUES_MAX: usize = 4096;
 
-fn decode_queue(bytes: &[u8]) -> Result<Arc<QueueRecord>, StoreError> {
-    DECODED_QUEUES.with(|cache| {
-        if let Some(q) = cache.borrow().get(bytes) {
+fn decode_queue(tx: &Tx, bytes: &[u8]) -> Result<Arc<QueueRecord>, StoreError> {
+    tx.with_memory(|cache: &mut DecodedQueues| {
+        if let Some(q) = cache.0.get(bytes) {
             return Ok(q.clone());
         }
         let q = Arc::new(crate::store::records::decode::<QueueRecord>(bytes)?);
-        let mut cache = cache.borrow_mut();
-        if cache.len() >= DECODED_QUEUES_MAX {
-            cache.clear();
+        if cache.0.len() >= DECODED_QUEUES_MAX {
+            cache.0.clear();
         }
-        cache.insert(bytes.to_vec(), q.clone());
+        cache.0.insert(bytes.to_vec(), q.clone());
         Ok(q)
     })
 }

@@ -6,6 +6,7 @@
 //! trace in the batch it shares with others.
 
 pub mod keys;
+mod memory;
 pub mod records;
 mod tx;
 
@@ -16,6 +17,7 @@ use redb::{
     backends::InMemoryBackend,
 };
 
+pub use memory::Memory;
 pub use tx::{Tables, Tx};
 
 /// A storage failure. Never the client's fault: it maps to a 5xx.

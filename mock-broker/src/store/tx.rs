@@ -14,6 +14,7 @@ use redb::{ReadableTable, Table, WriteTransaction};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::memory::Memory;
 use super::records::{decode, encode, encode_compact};
 use super::{LIVE_BYTES_KEY, StoreError, T, TABLE_COUNT, TABLES};
 use crate::clock::Micros;
@@ -70,18 +71,26 @@ pub struct Tx<'a, 't> {
     /// Queues that received messages: long-polls to wake after the commit.
     pub(crate) woken: Vec<(String, String)>,
     flushed: bool,
+    memory: &'a Memory,
 }
 
 impl<'a, 't> Tx<'a, 't> {
-    /// A fresh view at time `now`.
-    pub fn new(tables: &'a mut Tables<'t>, now: Micros) -> Self {
+    /// A fresh view at time `now`, with the writer's [`Memory`].
+    pub fn new(tables: &'a mut Tables<'t>, now: Micros, memory: &'a Memory) -> Self {
         Self {
             tables,
             overlay: Default::default(),
             now,
             woken: Vec::new(),
             flushed: false,
+            memory,
         }
+    }
+
+    /// Runs `f` on the writer's state of type `S` (see [`Memory`]). What is kept there
+    /// is a cache or a hint, never data: a command that rolls back leaves it as it is.
+    pub fn with_memory<S: Default + 'static, R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
+        self.memory.with(f)
     }
 
     /// The raw bytes at `key`, seeing this command's own writes.
