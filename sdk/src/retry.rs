@@ -93,7 +93,8 @@ impl RetryPolicy {
     }
 
     /// One deadline over every attempt and wait of a call (default 30 s), the attempt
-    /// in flight included: a call never takes longer.
+    /// in flight included: a call never takes longer. A long-poll's wait
+    /// ([`crate::Pop::wait`]) is added to it: the broker's to spend, not the policy's.
     ///
     /// ```
     /// use std::time::Duration;
