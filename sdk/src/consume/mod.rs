@@ -649,9 +649,10 @@ impl<T> Delivery<T> {
         self.msg
     }
 
-    /// Whether an extension found the lease gone: it expired, another consumer holds
-    /// the partition now, or every message of the batch was acked. An ack fenced by a
-    /// lost lease rolls back.
+    /// Whether the lease is known gone: an extension found it expired, held by another
+    /// consumer now, or released (every message of the batch acked, or a nack), or
+    /// extensions kept failing past its expiry. An ack fenced by a lost lease rolls
+    /// back. [`Delivery::lease_lost_signal`] is the same as a future.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
