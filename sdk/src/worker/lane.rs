@@ -160,9 +160,12 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
 /// Gives what is left of the batch back with `retry` acks (no attempt counted), so
 /// another worker gets it at once instead of after the lease.
 async fn release<T>(lanes: &Lanes<T>, pending: &mut Pending) {
-    let rest: Vec<Message<()>> = pending.rest.drain(..).map(|m| head_of(&m)).collect();
+    let rest: Vec<Message<()>> = pending.rest.iter().map(head_of).collect();
     let n = rest.len() as u64;
-    match give_back(&lanes.client, &rest).await {
+    let given = give_back(&lanes.client, &rest).await;
+    // Kept in `pending` until now: cancelled mid-call, they are leftovers still.
+    pending.rest.clear();
+    match given {
         Ok(()) => lanes.tally.add(|s| s.released += n),
         Err(e) => {
             lanes.tally.error(ErrorKind::of(&e));
