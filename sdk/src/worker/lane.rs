@@ -34,6 +34,16 @@ pub(crate) type Handler<T> = Arc<
         + Sync,
 >;
 
+/// The handler of payloads that do not decode ([`crate::Worker::on_undecodable`]).
+pub(crate) type UndecodableHandler = Arc<
+    dyn Fn(
+            Delivery<serde_json::Value>,
+            String,
+        ) -> Pin<Box<dyn Future<Output = Result<TransactionBuilder, String>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// Told of each settlement ([`crate::Worker::on_settled`]).
 pub(crate) type Observer = Arc<dyn Fn(&Message<()>, &Outcome) + Send + Sync>;
 
@@ -41,6 +51,8 @@ pub(crate) type Observer = Arc<dyn Fn(&Message<()>, &Outcome) + Send + Sync>;
 pub(crate) struct Lanes<T> {
     pub client: Client,
     pub handler: Handler<T>,
+    /// `None`: undecodable payloads are dead-lettered.
+    pub undecodable: Option<UndecodableHandler>,
     pub observer: Option<Observer>,
     pub tally: Tally,
     /// `true` once the worker is stopping: no new message is started.
@@ -213,19 +225,31 @@ async fn one<T: DeserializeOwned + Send + 'static>(
         outcome = tracing::field::Empty,
     );
     let settled = async {
-        let msg = match decode_payload::<T>(raw) {
-            Ok(msg) => msg,
-            Err((msg, reason)) => {
-                return settle::dead_letter(&lanes.client, &lanes.tally, &msg, keeper, &reason)
-                    .await;
+        let task = match decode_payload::<T>(raw) {
+            Ok(msg) => {
+                let delivery = Delivery {
+                    msg,
+                    keeper: Arc::clone(keeper),
+                };
+                tokio::spawn((lanes.handler)(delivery).in_current_span())
             }
+            Err((msg, reason)) => match &lanes.undecodable {
+                None => {
+                    return settle::dead_letter(&lanes.client, &lanes.tally, &msg, keeper, &reason)
+                        .await;
+                }
+                Some(handler) => {
+                    tracing::warn!(%reason, "payload does not decode: handing it over");
+                    lanes.tally.error(ErrorKind::Undecodable);
+                    let delivery = Delivery {
+                        msg,
+                        keeper: Arc::clone(keeper),
+                    };
+                    tokio::spawn(handler(delivery, reason).in_current_span())
+                }
+            },
         };
         lanes.tally.add(|s| s.processed += 1);
-        let delivery = Delivery {
-            msg,
-            keeper: Arc::clone(keeper),
-        };
-        let task = tokio::spawn((lanes.handler)(delivery).in_current_span());
         let mut task = AbortOnDrop(task);
         let why = match (&mut task.0).await {
             Ok(Ok(step)) => {

@@ -47,7 +47,7 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 /// | a `rejected_ack` rollback of a resend (`retried: true`) | the first attempt most probably committed, its ack releasing the lease: counted as already done (if not, the redelivered step finds itself done) |
 /// | the handler errs or panics, or the step cannot commit ([`Error::Invalid`], another rollback) | acked `failed` with the error text (one attempt; the queue's `retryLimit` dead-letters it in the end); the worker goes on |
 /// | the outcome is unknown ([`Error::OutcomeUnknown`], retries exhausted) | left to the lease's expiry, and counted |
-/// | the payload does not decode as `T` | dead-lettered with the decoding error as the reason |
+/// | the payload does not decode as `T` | dead-lettered with the decoding error as the reason, or handed to [`Worker::on_undecodable`] |
 ///
 /// Each popped batch is one partition's run of messages under one lease; up to
 /// `concurrency` batches (so partitions) are handled at once, each strictly in order,
@@ -107,6 +107,7 @@ pub struct Worker<T> {
     concurrency: usize,
     grace: Duration,
     observer: Option<lane::Observer>,
+    undecodable: Option<lane::UndecodableHandler>,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -118,6 +119,7 @@ impl<T> Clone for Worker<T> {
             concurrency: self.concurrency,
             grace: self.grace,
             observer: self.observer.clone(),
+            undecodable: self.undecodable.clone(),
             _t: PhantomData,
         }
     }
@@ -130,6 +132,7 @@ impl<T> fmt::Debug for Worker<T> {
             .field("concurrency", &self.concurrency)
             .field("grace", &self.grace)
             .field("observed", &self.observer.is_some())
+            .field("undecodable_handled", &self.undecodable.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -164,6 +167,7 @@ impl Client {
             concurrency: 1,
             grace: DEFAULT_GRACE,
             observer: None,
+            undecodable: None,
             _t: PhantomData,
         }
     }
@@ -321,6 +325,54 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
         self
     }
 
+    /// Hands messages whose payload does not decode as `T` to `handler` (with the
+    /// payload as JSON and the decoding error) instead of dead-lettering them. It answers
+    /// the step to commit, like the main handler, and is settled the same way: an
+    /// `ack_with(&delivery, AckStatus::Dlq)` dead-letters it, a plain ack drops it, an
+    /// error acks it `failed`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::PushItem;
+    /// client.push(vec![PushItem::new("jobs", &"seven")]).await?;
+    /// let (steps, fixes) = (client.clone(), client.clone());
+    /// let summary = client
+    ///     .worker::<u32>("jobs")
+    ///     .on_undecodable(move |bad, reason| {
+    ///         // Keep it for a human, in a queue of our own, and ack it.
+    ///         let step = fixes
+    ///             .transaction()
+    ///             .ack(&bad)
+    ///             .push("jobs-to-fix", |p| p.payload(&serde_json::json!({"payload": bad.data, "why": reason})));
+    ///         async move { Ok::<_, String>(step) }
+    ///     })
+    ///     .run(
+    ///         move |job| std::future::ready(Ok::<_, String>(steps.transaction().ack(&job))),
+    ///         tokio::time::sleep(std::time::Duration::from_millis(300)),
+    ///     )
+    ///     .await?;
+    /// assert_eq!((summary.committed, summary.dead_lettered), (1, 0));
+    /// assert_eq!(broker.inspect().messages("jobs-to-fix", "Default")?.len(), 1);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn on_undecodable<H, Fut, E>(mut self, handler: H) -> Self
+    where
+        H: Fn(Delivery<serde_json::Value>, String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<TransactionBuilder, E>> + Send + 'static,
+        E: fmt::Display + Send + 'static,
+    {
+        self.undecodable = Some(Arc::new(move |d, reason| {
+            let fut = handler(d, reason);
+            Box::pin(async move { fut.await.map_err(|e| format!("{e:#}")) })
+        }));
+        self
+    }
+
     /// Checks the settings; nothing is sent.
     fn check(&self) -> Result<()> {
         validate::name("worker queue", &self.spec.queue)?;
@@ -411,7 +463,7 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
             spec,
             self.concurrency,
             self.grace,
-            handler,
+            (handler, self.undecodable),
             self.observer,
             shutdown,
         )

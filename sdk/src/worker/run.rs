@@ -15,7 +15,7 @@ use crate::client::Client;
 use crate::consume::lease::LeaseKeeper;
 use crate::consume::poll::{PollSpec, Polled, Poller};
 
-use super::lane::{self, Handler, Lanes, Observer};
+use super::lane::{self, Handler, Lanes, Observer, UndecodableHandler};
 use super::summary::{ErrorKind, Stopped, Summary, Tally};
 
 type Polling = Pin<Box<dyn Future<Output = (Box<Poller>, Polled)> + Send>>;
@@ -26,10 +26,11 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
     spec: PollSpec,
     concurrency: usize,
     grace: Duration,
-    handler: Handler<T>,
+    handlers: (Handler<T>, Option<UndecodableHandler>),
     observer: Option<Observer>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Summary {
+    let (handler, undecodable) = handlers;
     let lease = spec.lease;
     let queue = spec.queue.clone();
     let tally = Tally::default();
@@ -37,6 +38,7 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
     let shared = Arc::new(Lanes {
         client: client.clone(),
         handler,
+        undecodable,
         observer,
         tally: tally.clone(),
         stop: stopping,

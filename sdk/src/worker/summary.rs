@@ -14,7 +14,8 @@ pub enum ErrorKind {
     Handler,
     /// The handler panicked (the message was acked `failed`).
     Panic,
-    /// A payload did not decode as the worker's type (it was dead-lettered).
+    /// A payload did not decode as the worker's type (it was dead-lettered, or handed to
+    /// [`crate::Worker::on_undecodable`]).
     Undecodable,
     /// A step broke a rule of the API ([`Error::Invalid`]) or rolled back for a reason
     /// that retrying cannot change (the message was acked `failed`).
