@@ -94,6 +94,7 @@ pub struct MockBrokerBuilder {
     cache_bytes: usize,
     serve: ServeOptions,
     drain: Duration,
+    harness: bool,
 }
 
 impl Default for MockBrokerBuilder {
@@ -107,6 +108,7 @@ impl Default for MockBrokerBuilder {
             cache_bytes: store::DEFAULT_CACHE_BYTES,
             serve: ServeOptions::default(),
             drain: Duration::ZERO,
+            harness: true,
         }
     }
 }
@@ -317,6 +319,30 @@ impl MockBrokerBuilder {
         self
     }
 
+    /// Whether the test harness (injected faults and the request log, see
+    /// [`crate::harness`]) sits in front of every route. On by default, since this
+    /// builder is first of all the in-process test broker; the `queen-mock-broker`
+    /// binary turns it off, so its requests take neither the fault table's lock nor the
+    /// log's, and allocate nothing for them. Without it, [`MockBroker::faults`] and
+    /// [`MockBroker::requests`] panic: there is nothing to inject into or read.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::builder().harness(false).start().await?;
+    /// assert!(broker.harness().is_none());
+    /// let res = reqwest::get(format!("{}/health", broker.url())).await?;
+    /// assert!(res.status().is_success());
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn harness(mut self, on: bool) -> Self {
+        self.harness = on;
+        self
+    }
+
     /// Opens storage, binds, and starts serving (the timer scheduler included).
     ///
     /// ```
@@ -353,12 +379,15 @@ impl MockBrokerBuilder {
         let clock = self.clock.clone();
         let (engine, writer) = Engine::start_capped(db, self.clock, self.storage_cap);
         engine.spawn_scheduler();
-        let harness = Harness::default();
-        let app = crate::http::router(engine.clone(), self.auth.clone())
-            .layer(axum::middleware::from_fn_with_state(
-                harness.clone(),
+        let harness = self.harness.then(Harness::default);
+        let mut app = crate::http::router(engine.clone(), self.auth.clone());
+        if let Some(h) = &harness {
+            app = app.layer(axum::middleware::from_fn_with_state(
+                h.clone(),
                 crate::harness::layer,
-            ))
+            ));
+        }
+        let app = app
             // A body must arrive whole within the same bound as a head: a client that
             // trickles bytes cannot hold a connection and a buffer for ever.
             .layer(tower_http::timeout::RequestBodyDeadlineLayer::new(
@@ -404,7 +433,7 @@ impl MockBrokerBuilder {
 pub struct MockBroker {
     addr: SocketAddr,
     clock: Arc<dyn Clock>,
-    harness: Harness,
+    harness: Option<Harness>,
     engine: Option<Engine>,
     stop: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<()>>,
@@ -528,8 +557,11 @@ impl MockBroker {
     /// broker.shutdown().await;
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Panics
+    /// If the broker was built with [`MockBrokerBuilder::harness`]`(false)`.
     pub fn faults(&self) -> &Faults {
-        &self.harness.faults
+        &self.expect_harness().faults
     }
 
     /// The requests received so far.
@@ -544,8 +576,33 @@ impl MockBroker {
     /// broker.shutdown().await;
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Panics
+    /// If the broker was built with [`MockBrokerBuilder::harness`]`(false)`.
     pub fn requests(&self) -> &RequestLog {
-        &self.harness.log
+        &self.expect_harness().log
+    }
+
+    /// The harness (faults and request log), when the broker was built with one.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::start_in_memory().await?;
+    /// assert!(broker.harness().is_some(), "on by default");
+    /// broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn harness(&self) -> Option<&Harness> {
+        self.harness.as_ref()
+    }
+
+    fn expect_harness(&self) -> &Harness {
+        self.harness
+            .as_ref()
+            .expect("this broker was built with .harness(false): it has no faults or request log")
     }
 
     /// Reads stored state directly (messages, cursors, leases, KV rows, timers); see
@@ -622,7 +679,8 @@ impl MockBroker {
     /// let broker = MockBroker::start_in_memory().await?;
     /// let url = format!("{}/api/v1/pop/queue/orders?wait=true&timeout=30000", broker.url());
     /// let waiting = tokio::spawn(async move { reqwest::get(url).await });
-    /// tokio::time::sleep(Duration::from_millis(100)).await;
+    /// // Give the long-poll time to reach the broker (generously: CI hosts are busy).
+    /// tokio::time::sleep(Duration::from_millis(500)).await;
     /// broker.shutdown().await;
     /// assert_eq!(waiting.await??.status(), 204); // the long-poll ended empty
     /// # Ok(())

@@ -83,6 +83,8 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt().with_env_filter(filter).init();
 
     let mut builder = MockBroker::builder()
+        // A server, not a test: no fault table or request log on the request path.
+        .harness(false)
         .listen(args.listen)
         .max_connections(args.max_connections)
         .header_read_timeout(Duration::from_secs(args.header_timeout_secs))
