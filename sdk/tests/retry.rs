@@ -443,7 +443,10 @@ async fn the_deadline_is_respected() {
             assert_eq!(last.status(), Some(503));
         }
         Err(Error::Api { status: 503, .. }) => {}
-        other => panic!("expected Exhausted or the 503, got {other:?}"),
+        // On a loaded machine an attempt can still be in flight when the deadline
+        // passes: it is cut, and that is the deadline being respected too.
+        Err(Error::DeadlineExceeded { attempts }) => assert!(attempts as usize >= sent),
+        other => panic!("expected Exhausted, the 503 or DeadlineExceeded, got {other:?}"),
     }
 }
 
