@@ -12,10 +12,10 @@ use tokio::task::JoinHandle;
 use crate::auth::Auth;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::engine::Engine;
+use crate::engine::writer::{StatsSnapshot, WriterThread};
 use crate::harness::{Faults, Harness, Inspector, RequestLog};
 use crate::http::serve::ServeOptions;
 use crate::store;
-use crate::writer::{StatsSnapshot, WriterThread};
 
 /// Where the broker keeps its data; chosen with [`MockBrokerBuilder::in_memory`] and
 /// [`MockBrokerBuilder::data_file`].

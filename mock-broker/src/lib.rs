@@ -23,7 +23,7 @@
 //!
 //! The data path reads in one direction: [`http`] parses and validates a request into a
 //! command, [`engine`] applies it to a [`store`] view through the group-commit
-//! [`writer`], and the answer goes back. No caller hears success before its write is
+//! [`engine::writer`], and the answer goes back. No caller hears success before its write is
 //! durable; many callers share one commit.
 //!
 //! [redb]: https://docs.rs/redb
@@ -39,10 +39,9 @@ pub mod fields;
 pub mod harness;
 pub mod http;
 pub mod store;
-pub mod writer;
 
 pub use broker::{MockBroker, MockBrokerBuilder, StartError, Storage};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::Engine;
+pub use engine::writer::StatsSnapshot;
 pub use error::EngineError;
-pub use writer::StatsSnapshot;

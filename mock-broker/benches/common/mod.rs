@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use queen_mock_broker::clock::SystemClock;
-use queen_mock_broker::writer::WriterThread;
+use queen_mock_broker::engine::writer::WriterThread;
 use queen_mock_broker::{Engine, store};
 use tempfile::TempDir;
 use tokio::runtime::Runtime;

@@ -24,6 +24,7 @@ pub mod resources;
 pub mod retention;
 pub mod timers;
 pub mod txn;
+pub mod writer;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +34,7 @@ use redb::Database;
 use crate::clock::Clock;
 use crate::error::EngineError;
 use crate::store::records::QueueRecord;
-use crate::writer::{StatsSnapshot, Writer, WriterThread};
+use writer::{StatsSnapshot, Writer, WriterThread};
 use notify::Wakers;
 
 /// Applies one operation of a standalone call and answers its result fields.

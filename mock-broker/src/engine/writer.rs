@@ -15,8 +15,8 @@ use std::thread;
 use redb::Database;
 use tokio::sync::{mpsc, oneshot};
 
+use super::notify::Wakers;
 use crate::clock::Clock;
-use crate::engine::notify::Wakers;
 use crate::error::EngineError;
 use crate::store::{Memory, StoreError, Tables, Tx};
 
