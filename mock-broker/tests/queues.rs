@@ -154,3 +154,30 @@ async fn data_survives_a_restart_on_the_same_file() {
     );
     h.broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn min_pop_wait_time_is_stored_clamped_into_0_to_60000() {
+    // The official client's `the_broker_clamps_a_minimum_pop_wait_it_considers_absurd`.
+    let h = Harness::new().await;
+    for (sent, stored) in [(90_000, 60_000), (-5, 0), (250, 250)] {
+        let (s, b) = h
+            .post(
+                "/api/v1/configure",
+                json!({"queue": "q", "options": {"minPopWaitTime": sent}}),
+            )
+            .await;
+        assert_eq!(s, 200, "{b}");
+        assert_eq!(b["options"]["minPopWaitTime"], stored, "{sent}: {b}");
+    }
+    let (s, b) = h
+        .post(
+            "/api/v1/configure",
+            json!({"queue": "q", "options": {"minPopWaitTime": "soon"}}),
+        )
+        .await;
+    assert_eq!(
+        (s.as_u16(), b["code"].clone()),
+        (400, json!("bad_request")),
+        "{b}"
+    );
+}

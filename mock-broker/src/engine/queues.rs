@@ -23,6 +23,9 @@ enum Kind {
     Bool,
     /// A string or null.
     Str,
+    /// An integer stored clamped into `min..=max` (the official client's
+    /// `minPopWaitTime` test: a Queen 2 broker stores 90000 as 60000 and -5 as 0).
+    Clamped(i64, i64),
 }
 
 /// One option: its wire name, default and type.
@@ -47,7 +50,11 @@ const OPTIONS: &[OptionSpec] = &[
     ("retentionEnabled", || Value::from(false), Kind::Bool),
     ("encryptionEnabled", || Value::from(false), Kind::Bool),
     ("maxWaitTimeSeconds", || Value::from(0), Kind::Int(0)),
-    ("minPopWaitTime", || Value::from(0), Kind::Int(0)),
+    (
+        "minPopWaitTime",
+        || Value::from(0),
+        Kind::Clamped(0, 60_000),
+    ),
     ("retentionSinkHold", || Value::Null, Kind::Str),
     (
         "retentionSinkHoldMaxSeconds",
@@ -140,10 +147,12 @@ pub fn validate_options(options: &Map<String, Value>) -> Result<(), EngineError>
                 .is_some_and(|v| v >= *min && v <= i32::MAX as i64),
             Kind::Bool => value.is_boolean(),
             Kind::Str => value.is_string(),
+            Kind::Clamped(..) => value.as_i64().is_some(),
         };
         if !ok {
             let want = match kind {
                 Kind::Int(min) => format!("an integer from {min} to {}", i32::MAX),
+                Kind::Clamped(..) => "an integer".into(),
                 Kind::Bool => "a boolean".into(),
                 Kind::Str => "a string".into(),
             };
@@ -168,8 +177,12 @@ pub fn configure(tx: &mut Tx, tenant: &str, req: Configure) -> Result<QueueRecor
         rec.options = default_options();
     }
     for (name, value) in req.options {
-        if let Some((_, default, _)) = OPTIONS.iter().find(|(k, _, _)| *k == name) {
-            let v = if value.is_null() { default() } else { value };
+        if let Some((_, default, kind)) = OPTIONS.iter().find(|(k, _, _)| *k == name) {
+            let v = match (kind, value.as_i64()) {
+                _ if value.is_null() => default(),
+                (Kind::Clamped(lo, hi), Some(n)) => Value::from(n.clamp(*lo, *hi)),
+                _ => value,
+            };
             rec.options.insert(name, v);
         }
     }
