@@ -13,7 +13,7 @@ use crate::auth::Auth;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::engine::Engine;
 use crate::engine::writer::{StatsSnapshot, WriterThread};
-use crate::harness::{Faults, Harness, Inspector, RequestLog};
+use crate::harness::{Faults, FaultyBackend, Harness, Inspector, RequestLog, StorageFaults};
 use crate::http::serve::ServeOptions;
 use crate::store;
 
@@ -95,6 +95,7 @@ pub struct MockBrokerBuilder {
     serve: ServeOptions,
     drain: Duration,
     harness: bool,
+    storage_faults: Option<StorageFaults>,
 }
 
 impl Default for MockBrokerBuilder {
@@ -109,6 +110,7 @@ impl Default for MockBrokerBuilder {
             serve: ServeOptions::default(),
             drain: Duration::ZERO,
             harness: true,
+            storage_faults: None,
         }
     }
 }
@@ -343,6 +345,14 @@ impl MockBrokerBuilder {
         self
     }
 
+    /// Puts the database on a storage layer whose writes fail on demand (a full disk,
+    /// an I/O error): see [`StorageFaults`]. For tests; off by default, and then the
+    /// database sits on redb's own file (or memory) backend.
+    pub fn storage_faults(mut self, faults: StorageFaults) -> Self {
+        self.storage_faults = Some(faults);
+        self
+    }
+
     /// Opens storage, binds, and starts serving (the timer scheduler included).
     ///
     /// ```
@@ -357,15 +367,14 @@ impl MockBrokerBuilder {
     /// # }
     /// ```
     pub async fn start(self) -> Result<MockBroker, StartError> {
-        let path = match &self.storage {
-            Storage::InMemory => None,
-            Storage::File(p) => Some(p.clone()),
-        };
-        let cache = self.cache_bytes;
-        let db =
-            tokio::task::spawn_blocking(move || store::open_with_cache(path.as_deref(), cache))
-                .await
-                .expect("open task")?;
+        let (storage, cache, faults) = (
+            self.storage.clone(),
+            self.cache_bytes,
+            self.storage_faults.clone(),
+        );
+        let db = tokio::task::spawn_blocking(move || open_handle(storage, cache, faults))
+            .await
+            .expect("open task")?;
         let listener = TcpListener::bind(self.listen)
             .await
             .map_err(|source| StartError::Bind {
@@ -377,7 +386,7 @@ impl MockBrokerBuilder {
             source,
         })?;
         let clock = self.clock.clone();
-        let (engine, writer) = Engine::start_capped(db, self.clock, self.storage_cap);
+        let (engine, writer) = Engine::start_on(Arc::new(db), self.clock, self.storage_cap);
         engine.spawn_scheduler();
         let harness = self.harness.then(Harness::default);
         let mut app = crate::http::router(engine.clone(), self.auth.clone());
@@ -416,6 +425,69 @@ impl MockBrokerBuilder {
             server: Some(server),
             writer: Some(writer),
         })
+    }
+}
+
+/// Opens the database where `storage` says, with a way to open it again after an I/O
+/// error (the same file, or the same in-memory backend under `faults`).
+fn open_handle(
+    storage: Storage,
+    cache: usize,
+    faults: Option<StorageFaults>,
+) -> Result<store::DbHandle, store::StoreError> {
+    use std::sync::Arc as A;
+    match (storage, faults) {
+        (Storage::InMemory, None) => Ok(store::DbHandle::new(
+            store::open_with_cache(None, cache)?,
+            None,
+        )),
+        (Storage::File(path), None) => {
+            let db = store::open_with_cache(Some(&path), cache)?;
+            let opener: store::Opener = Box::new(move || store::reopen_file(&path, cache));
+            Ok(store::DbHandle::new(db, Some(opener)))
+        }
+        (Storage::InMemory, Some(faults)) => {
+            let memory: A<dyn redb::StorageBackend> =
+                A::new(redb::backends::InMemoryBackend::new());
+            let backend = FaultyBackend::new(memory.clone(), faults.clone());
+            let db = store::open_backend(backend, cache, true)?;
+            let opener: store::Opener = Box::new(move || {
+                store::open_backend(
+                    FaultyBackend::new(memory.clone(), faults.clone()),
+                    cache,
+                    false,
+                )
+            });
+            Ok(store::DbHandle::new(db, Some(opener)))
+        }
+        (Storage::File(path), Some(faults)) => {
+            let file_backend = move |path: &std::path::Path| -> Result<A<dyn redb::StorageBackend>, store::StoreError> {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|e| store::StoreError::Redb(e.into()))?;
+                }
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)
+                    .map_err(|e| store::StoreError::Redb(e.into()))?;
+                Ok(A::new(redb::backends::FileBackend::new(file)?))
+            };
+            let db = store::open_backend(
+                FaultyBackend::new(file_backend(&path)?, faults.clone()),
+                cache,
+                true,
+            )?;
+            let opener: store::Opener = Box::new(move || {
+                store::open_backend(
+                    FaultyBackend::new(file_backend(&path)?, faults.clone()),
+                    cache,
+                    false,
+                )
+            });
+            Ok(store::DbHandle::new(db, Some(opener)))
+        }
     }
 }
 

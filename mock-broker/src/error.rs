@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::store::StoreError;
+use crate::store::{Degradation, StoreError};
 
 /// Why a command was not carried out.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -46,6 +46,10 @@ pub enum EngineError {
     /// storage error is kept whole as the source, shared by every caller of the batch.
     #[error("storage failure: {0}")]
     Storage(#[source] Arc<StoreError>),
+    /// The storage failed to write (an I/O error, a failed fsync) or is being reopened
+    /// after one; nothing of the batch was applied (HTTP 503 `retry`).
+    #[error("storage unavailable, retry shortly: {0}")]
+    StorageUnavailable(#[source] Arc<StoreError>),
 }
 
 impl EngineError {
@@ -63,8 +67,13 @@ impl From<StoreError> for EngineError {
 
 impl From<Arc<StoreError>> for EngineError {
     fn from(e: Arc<StoreError>) -> Self {
-        match *e {
-            StoreError::Full { .. } => EngineError::StorageFull(e.to_string()),
+        match (&*e, e.degradation()) {
+            (StoreError::Full { .. }, _) | (_, Some(Degradation::StorageFull)) => {
+                EngineError::StorageFull(e.to_string())
+            }
+            (StoreError::Unavailable(_), _) | (_, Some(Degradation::IoError)) => {
+                EngineError::StorageUnavailable(e)
+            }
             _ => EngineError::Storage(e),
         }
     }

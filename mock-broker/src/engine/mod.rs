@@ -33,6 +33,7 @@ use redb::Database;
 
 use crate::clock::Clock;
 use crate::error::EngineError;
+use crate::store::DbHandle;
 use crate::store::records::QueueRecord;
 use writer::{StatsSnapshot, Writer, WriterThread};
 use notify::Wakers;
@@ -77,7 +78,7 @@ pub struct Engine {
 
 /// What every [`Engine`] clone points to.
 struct Shared {
-    db: Arc<Database>,
+    db: Arc<DbHandle>,
     writer: Writer,
     clock: Arc<dyn Clock>,
     wakers: Arc<Wakers>,
@@ -107,7 +108,16 @@ impl Engine {
         clock: Arc<dyn Clock>,
         cap: Option<u64>,
     ) -> (Engine, WriterThread) {
-        let db = Arc::new(db);
+        Self::start_on(Arc::new(DbHandle::new(db, None)), clock, cap)
+    }
+
+    /// [`Engine::start_capped`] over a reopenable database: after an I/O error the
+    /// writer opens it again through `db` and serves writes once a commit succeeds.
+    pub fn start_on(
+        db: Arc<DbHandle>,
+        clock: Arc<dyn Clock>,
+        cap: Option<u64>,
+    ) -> (Engine, WriterThread) {
         let wakers = Arc::new(Wakers::default());
         let (writer, thread) = Writer::start(db.clone(), clock.clone(), wakers.clone(), cap);
         (
@@ -139,9 +149,15 @@ impl Engine {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// The database, for read-only inspection.
-    pub(crate) fn db(&self) -> &redb::Database {
-        &self.shared.db
+    /// The current database, for read-only inspection.
+    pub(crate) fn db(&self) -> Result<Arc<Database>, crate::store::StoreError> {
+        self.shared.db.get()
+    }
+
+    /// Whether writes are going through: degraded (with why) after a failed commit,
+    /// healthy again after the next one that succeeds.
+    pub fn storage_health(&self) -> crate::store::Health {
+        self.shared.db.health()
     }
 
     /// The clock the engine reads.
@@ -517,9 +533,9 @@ impl Engine {
         + Send
         + 'static,
     ) -> Result<R, EngineError> {
-        let db = self.shared.db.clone();
+        let handle = self.shared.db.clone();
         let now = self.shared.clock.now_micros();
-        tokio::task::spawn_blocking(move || f(&db, now))
+        tokio::task::spawn_blocking(move || f(&*handle.get()?, now))
             .await
             .map_err(|e| crate::store::StoreError::Task(e.to_string()))?
             .map_err(EngineError::from)

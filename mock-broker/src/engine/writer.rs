@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::notify::Wakers;
 use crate::clock::Clock;
 use crate::error::EngineError;
-use crate::store::{Memory, StoreError, Tables, Tx};
+use crate::store::{DbHandle, Health, Memory, StoreError, Tables, Tx};
 
 /// Most commands applied in one commit; bounds the latency of the first in a batch.
 const MAX_BATCH: usize = 1024;
@@ -141,7 +141,7 @@ impl Writer {
     /// Starts the writer thread over `db`; past `cap` live bytes, commands that add
     /// data are refused (see [`Tx::ensure_room`]).
     pub fn start(
-        db: Arc<Database>,
+        db: Arc<DbHandle>,
         clock: Arc<dyn Clock>,
         wakers: Arc<Wakers>,
         cap: Option<u64>,
@@ -186,20 +186,17 @@ impl Writer {
 }
 
 fn run(
-    db: Arc<Database>,
+    db: Arc<DbHandle>,
     clock: Arc<dyn Clock>,
     wakers: Arc<Wakers>,
     mut rx: mpsc::Receiver<Box<dyn Job>>,
     stats: Arc<WriterStats>,
     cap: Option<u64>,
 ) {
-    let mut live = crate::store::live_bytes(&db).unwrap_or_else(|e| {
-        tracing::error!(error = %e, "cannot count stored bytes; the storage cap counts from 0");
-        0
-    });
+    let mut live = count_live(&db);
     stats.live_bytes.store(live, Ordering::Relaxed);
     // Caches and hints of this writer alone (see `store::Memory`).
-    let memory = Memory::default();
+    let mut memory = Memory::default();
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
@@ -211,26 +208,36 @@ fn run(
         }
         let n = batch.len() as u64;
         let mut woken = Vec::new();
-        let outcome = apply_batch(
-            &db,
-            clock.as_ref(),
-            &memory,
-            &mut batch,
-            &mut woken,
-            &mut live,
-            cap,
-        );
+        let outcome = current_db(&db, &mut live, &mut memory).and_then(|d| {
+            apply_batch(
+                &d,
+                clock.as_ref(),
+                &memory,
+                &mut batch,
+                &mut woken,
+                &mut live,
+                cap,
+            )
+        });
         match &outcome {
             Ok(true) => {
+                db.set_health(Health::Healthy);
                 stats.live_bytes.store(live, Ordering::Relaxed);
-                stats.commits.fetch_add(1, Ordering::Relaxed)
+                stats.commits.fetch_add(1, Ordering::Relaxed);
             }
-            Ok(false) => stats.read_only_batches.fetch_add(1, Ordering::Relaxed),
+            Ok(false) => {
+                stats.read_only_batches.fetch_add(1, Ordering::Relaxed);
+            }
             Err(e) => {
                 tracing::error!(error = %e, commands = n, "group commit failed; batch abandoned");
-                0
+                if let Some(why) = e.degradation() {
+                    // redb refuses every call after an I/O error: open the file again
+                    // now, so reads go on and the next batch can commit.
+                    db.set_health(Health::Degraded(why));
+                    reopen(&db, &mut live, &mut memory);
+                }
             }
-        };
+        }
         stats.commands.fetch_add(n, Ordering::Relaxed);
         let committed = outcome.map(|_| ()).map_err(EngineError::from);
         if committed.is_ok() {
@@ -243,6 +250,51 @@ fn run(
         }
     }
     tracing::debug!("writer stopped");
+}
+
+/// The database to commit to: the current one, or, while a reopen is pending, a new
+/// attempt at it.
+fn current_db(
+    db: &DbHandle,
+    live: &mut u64,
+    memory: &mut Memory,
+) -> Result<Arc<Database>, Arc<StoreError>> {
+    match db.get() {
+        Ok(d) => Ok(d),
+        Err(_) => reopen(db, live, memory).ok_or_else(|| {
+            Arc::new(StoreError::Unavailable(
+                "the database is being reopened after an I/O error".into(),
+            ))
+        }),
+    }
+}
+
+/// Opens the database again and rebuilds what the writer keeps in memory from it: the
+/// live byte count from the file, the caches from nothing. What the file holds is the
+/// last durable commit, so nothing acknowledged is lost and nothing of the failed
+/// batch appears.
+fn reopen(db: &DbHandle, live: &mut u64, memory: &mut Memory) -> Option<Arc<Database>> {
+    match db.reopen() {
+        Ok(d) => {
+            *live = count_live(db);
+            *memory = Memory::default();
+            tracing::info!("database reopened after an I/O error");
+            Some(d)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "reopening the database failed; the next batch tries again");
+            None
+        }
+    }
+}
+
+fn count_live(db: &DbHandle) -> u64 {
+    db.get()
+        .and_then(|d| crate::store::live_bytes(&d))
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot count stored bytes; the storage cap counts from 0");
+            0
+        })
 }
 
 fn store_err(e: impl Into<StoreError>) -> Arc<StoreError> {

@@ -139,7 +139,7 @@ impl<'a> Inspector<'a> {
     }
 
     fn reader(&self) -> Result<Reader, StoreError> {
-        Reader::begin(self.engine.db())
+        Reader::begin(&*self.engine.db()?)
     }
 
     fn partition(

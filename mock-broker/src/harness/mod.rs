@@ -31,6 +31,7 @@
 mod faults;
 mod inspect;
 mod log;
+mod storage;
 
 use std::sync::Arc;
 
@@ -41,6 +42,8 @@ use axum::response::Response;
 pub use faults::{Fault, FaultHit, FaultKind, Faults};
 pub use inspect::{InspectedCursor, InspectedMessage, InspectedTimer, Inspector};
 pub use log::{LoggedRequest, RequestLog};
+pub(crate) use storage::FaultyBackend;
+pub use storage::{StorageFault, StorageFaults};
 
 /// The harness state shared with the HTTP layer. A [`MockBroker`](crate::MockBroker)
 /// makes its own; to serve the harness in front of another router, give a clone to

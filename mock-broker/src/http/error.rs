@@ -71,8 +71,17 @@ impl From<EngineError> for ApiError {
                     message,
                 )
             },
-            EngineError::StorageFull(_) => {
-                ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "storage_full", message)
+            EngineError::StorageFull(_) => ApiError {
+                // Space may come back (acks and deletes free it, an operator adds it).
+                retry_after: Some(5),
+                ..ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "storage_full", message)
+            },
+            EngineError::StorageUnavailable(_) => {
+                tracing::warn!(error = %message, "storage unavailable");
+                ApiError {
+                    retry_after: Some(1),
+                    ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "retry", message)
+                }
             }
             EngineError::Storage(_) => {
                 tracing::error!(error = %message, "storage failure");

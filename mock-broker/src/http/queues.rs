@@ -8,9 +8,27 @@ use super::Caller;
 use super::error::ApiError;
 use super::extract::{Json, PathParams};
 use crate::engine::queues::Configure;
+use crate::store::Health;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 
-pub async fn health() -> AxumJson<Value> {
-    AxumJson(json!({ "status": "healthy", "version": env!("CARGO_PKG_VERSION") }))
+/// `GET /health`: `healthy` (200) while writes commit; `degraded` (503, with the
+/// `reason`: `storage_full` or `io_error`) from a failed commit until the next one
+/// succeeds, so a load balancer takes the broker out while its disk is full or failing.
+/// Reads keep answering meanwhile for clients that call the broker directly.
+pub async fn health(State(s): State<super::AppState>) -> Response {
+    let version = env!("CARGO_PKG_VERSION");
+    match s.engine.storage_health() {
+        Health::Healthy => {
+            AxumJson(json!({ "status": "healthy", "version": version })).into_response()
+        }
+        Health::Degraded(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            AxumJson(json!({ "status": "degraded", "reason": why.as_str(), "version": version })),
+        )
+            .into_response(),
+    }
 }
 
 #[derive(Deserialize)]

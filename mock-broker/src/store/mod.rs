@@ -5,6 +5,7 @@
 //! stages the command's writes so that a command that fails or rolls back leaves no
 //! trace in the batch it shares with others.
 
+mod handle;
 pub mod keys;
 mod memory;
 pub mod records;
@@ -17,6 +18,7 @@ use redb::{
     backends::InMemoryBackend,
 };
 
+pub use handle::{DbHandle, Degradation, Health, Opener};
 pub use memory::Memory;
 pub use tx::{Tables, Tx};
 
@@ -32,6 +34,9 @@ pub enum StoreError {
     /// A storage task ended without an answer (it panicked or was cancelled).
     #[error("storage task did not finish: {0}")]
     Task(String),
+    /// The database is being reopened after an I/O error (HTTP 503 `retry`).
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
     /// The storage cap is reached: a command that adds data is refused (HTTP 507).
     #[error(
         "storage is full: {live_bytes} bytes stored, the cap is {cap}; delete or ack to free space"
@@ -42,6 +47,32 @@ pub enum StoreError {
         /// The configured cap.
         cap: u64,
     },
+}
+
+impl StoreError {
+    /// Whether this is an I/O failure of the storage itself, and which: after one,
+    /// redb refuses every call until the database is reopened.
+    pub fn degradation(&self) -> Option<Degradation> {
+        let StoreError::Redb(e) = self else {
+            return None;
+        };
+        match e {
+            redb::Error::Io(io) if is_no_space(io) => Some(Degradation::StorageFull),
+            redb::Error::Io(_) | redb::Error::PreviousIo | redb::Error::Backend(_) => {
+                Some(Degradation::IoError)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `ENOSPC` (or `EDQUOT`, a quota reached), however the platform reports it.
+fn is_no_space(e: &std::io::Error) -> bool {
+    const ENOSPC: i32 = 28;
+    const EDQUOT: i32 = 122;
+    e.kind() == std::io::ErrorKind::StorageFull
+        || e.kind() == std::io::ErrorKind::QuotaExceeded
+        || matches!(e.raw_os_error(), Some(ENOSPC | EDQUOT))
 }
 
 macro_rules! from_redb {
@@ -143,23 +174,53 @@ pub fn open(path: Option<&Path>) -> Result<Database, StoreError> {
 
 /// [`open`] with a page cache of at most `cache_bytes`.
 pub fn open_with_cache(path: Option<&Path>, cache_bytes: usize) -> Result<Database, StoreError> {
-    let mut builder = Database::builder();
-    builder.set_cache_size(cache_bytes);
     let db = match path {
         Some(p) => {
             if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).map_err(|e| StoreError::Redb(e.into()))?;
             }
+            let mut builder = Database::builder();
+            builder.set_cache_size(cache_bytes);
             builder.create(p)?
         }
-        None => builder.create_with_backend(InMemoryBackend::new())?,
+        None => return open_backend(InMemoryBackend::new(), cache_bytes, true),
     };
+    ensure_tables(&db)?;
+    Ok(db)
+}
+
+/// Opens an existing database file again after an I/O error: no write is needed, so it
+/// succeeds on a full disk and reads can go on.
+pub fn reopen_file(path: &Path, cache_bytes: usize) -> Result<Database, StoreError> {
+    let mut builder = Database::builder();
+    builder.set_cache_size(cache_bytes);
+    Ok(builder.create(path)?)
+}
+
+/// Opens a database on any redb backend (the harness's fault-injecting one, say).
+/// `ensure_tables`: create any missing table in a first write transaction; a reopen
+/// after an I/O error skips it, so that it needs no write to succeed.
+pub fn open_backend(
+    backend: impl redb::StorageBackend,
+    cache_bytes: usize,
+    ensure: bool,
+) -> Result<Database, StoreError> {
+    let mut builder = Database::builder();
+    builder.set_cache_size(cache_bytes);
+    let db = builder.create_with_backend(backend)?;
+    if ensure {
+        ensure_tables(&db)?;
+    }
+    Ok(db)
+}
+
+fn ensure_tables(db: &Database) -> Result<(), StoreError> {
     let txn = db.begin_write()?;
     for def in TABLES {
         txn.open_table(def)?;
     }
     txn.commit()?;
-    Ok(db)
+    Ok(())
 }
 
 /// The `meta` row holding the live byte count (see [`Tables::live_bytes`]).

@@ -1,0 +1,121 @@
+//! The database as the engine holds it: reopenable after an I/O error, with a health.
+//!
+//! After a failed write, redb refuses every later call, reads included ("Previous I/O
+//! error occurred. Please close and re-open the database"), until the [`Database`] is
+//! dropped and opened again. So nothing keeps a `Database` for long: the writer and the
+//! readers take the current one from a [`DbHandle`] per batch or per read, and the
+//! writer, after a failed commit, drops it and opens the file again. What is on disk is
+//! the last durable commit, so a reopened database holds every acknowledged write and
+//! nothing of the failed batch.
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use redb::Database;
+
+use super::StoreError;
+
+/// Opens the database again (the same file, or the same backend).
+pub type Opener = Box<dyn Fn() -> Result<Database, StoreError> + Send + Sync>;
+
+/// Why writes are failing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Degradation {
+    /// The disk is full: writes answer 507 `storage_full` until space returns.
+    StorageFull,
+    /// Another I/O error (a failed fsync, a failing disk): writes answer 503 `retry`.
+    IoError,
+}
+
+impl Degradation {
+    /// The wire name (`/health`'s `reason`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Degradation::StorageFull => "storage_full",
+            Degradation::IoError => "io_error",
+        }
+    }
+}
+
+/// Whether the last commit went through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// Writes are committing.
+    Healthy,
+    /// The last commit failed; healthy again after the next one that succeeds.
+    Degraded(Degradation),
+}
+
+/// The current database, reopenable. Cheap to share behind an `Arc`.
+pub struct DbHandle {
+    current: RwLock<Option<Arc<Database>>>,
+    opener: Option<Opener>,
+    health: Mutex<Health>,
+}
+
+/// How long a reopen waits for reads still holding the old database.
+const READERS_GRACE: Duration = Duration::from_secs(2);
+
+impl DbHandle {
+    /// Holds `db`; `opener` opens it again after an I/O error (`None`: an in-memory
+    /// database, which has no file to go back to).
+    pub fn new(db: Database, opener: Option<Opener>) -> Self {
+        Self {
+            current: RwLock::new(Some(Arc::new(db))),
+            opener,
+            health: Mutex::new(Health::Healthy),
+        }
+    }
+
+    /// The current database; [`StoreError::Unavailable`] while it is being reopened.
+    pub fn get(&self) -> Result<Arc<Database>, StoreError> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| StoreError::Unavailable("the database is being reopened".into()))
+    }
+
+    /// Whether writes are going through.
+    pub fn health(&self) -> Health {
+        *self.health.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the outcome of a commit.
+    pub(crate) fn set_health(&self, h: Health) {
+        *self.health.lock().unwrap_or_else(|e| e.into_inner()) = h;
+    }
+
+    /// Drops the current database and opens it again. Reads that still hold the old
+    /// one get [`READERS_GRACE`] to finish (a file can be open once at a time); if
+    /// they do not, or the open fails, the handle is left without a database (reads
+    /// answer unavailable) and the next call tries again.
+    pub(crate) fn reopen(&self) -> Result<Arc<Database>, StoreError> {
+        let Some(opener) = &self.opener else {
+            return Err(StoreError::Unavailable(
+                "an in-memory database cannot be reopened".into(),
+            ));
+        };
+        let old = self
+            .current
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(old) = old {
+            let until = Instant::now() + READERS_GRACE;
+            while Arc::strong_count(&old) > 1 && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if Arc::strong_count(&old) > 1 {
+                *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(old);
+                return Err(StoreError::Unavailable(
+                    "reads still hold the database; reopening later".into(),
+                ));
+            }
+            drop(old);
+        }
+        let db = Arc::new(opener()?);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(db.clone());
+        Ok(db)
+    }
+}

@@ -1,0 +1,197 @@
+//! Storage faults under a running broker (`harness::StorageFaults`): a full disk is
+//! 507, an I/O error is 503, nothing of a failed batch is applied, reads go on,
+//! `/health` says degraded, writes come back without a restart, and a restart finds
+//! every acknowledged write and nothing else.
+
+use std::path::Path;
+
+use queen_mock_broker::MockBroker;
+use queen_mock_broker::harness::{StorageFault, StorageFaults};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+struct Client {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl Client {
+    fn of(b: &MockBroker) -> Self {
+        Client {
+            http: reqwest::Client::new(),
+            url: b.url(),
+        }
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> (StatusCode, Value, Option<String>) {
+        let res = req.send().await.unwrap();
+        let status = res.status();
+        let retry = res
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_string());
+        let text = res.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::Null),
+            retry,
+        )
+    }
+
+    /// Pushes a message of about `kb` KiB.
+    async fn push(&self, txn: &str, kb: usize) -> (StatusCode, Value, Option<String>) {
+        let body = json!({"items": [{"queue": "q", "partition": "p", "transactionId": txn,
+            "payload": {"blob": "x".repeat(kb * 1024)}}]});
+        self.send(
+            self.http
+                .post(format!("{}/api/v1/push", self.url))
+                .json(&body),
+        )
+        .await
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, Value, Option<String>) {
+        self.send(self.http.get(format!("{}{path}", self.url)))
+            .await
+    }
+
+    async fn kv_put(&self, key: &str) -> StatusCode {
+        let body = json!({"operations": [{"op": "put", "ns": "app", "key": key, "value": key, "forever": true}]});
+        self.send(
+            self.http
+                .post(format!("{}/api/v1/kv", self.url))
+                .json(&body),
+        )
+        .await
+        .0
+    }
+}
+
+async fn start(file: &Path, faults: &StorageFaults) -> MockBroker {
+    MockBroker::builder()
+        .data_file(file)
+        .storage_faults(faults.clone())
+        .start()
+        .await
+        .unwrap()
+}
+
+/// The transaction ids stored in `q`/`p`, in order.
+fn stored(b: &MockBroker) -> Vec<String> {
+    b.inspect()
+        .messages("q", "p")
+        .unwrap()
+        .into_iter()
+        .map(|m| m.transaction_id)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_full_disk_is_507_reads_go_on_health_degrades_and_writes_return_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("queen.redb");
+    let faults = StorageFaults::default();
+    let broker = start(&file, &faults).await;
+    let c = Client::of(&broker);
+    let mut acked = Vec::new();
+    for i in 0..3 {
+        let txn = format!("before-{i}");
+        assert_eq!(c.push(&txn, 8).await.0, StatusCode::CREATED);
+        acked.push(txn);
+    }
+    assert_eq!(c.kv_put("k1").await, StatusCode::OK);
+
+    faults.inject(StorageFault::NoSpace);
+    // Pushes that grow the file fail: 507 with Retry-After, nothing applied.
+    let mut refused = 0;
+    for i in 0..5 {
+        let (s, b, retry) = c.push(&format!("full-{i}"), 256).await;
+        if s == StatusCode::CREATED {
+            acked.push(format!("full-{i}"));
+            continue;
+        }
+        assert_eq!(s, StatusCode::INSUFFICIENT_STORAGE, "{b}");
+        assert_eq!(b["code"], "storage_full", "{b}");
+        assert!(retry.is_some(), "507 carries Retry-After");
+        refused += 1;
+    }
+    assert!(refused > 0 && faults.hits() > 0, "the fault was met");
+    let (s, h, _) = c.get("/health").await;
+    assert_eq!(
+        (s, h["status"].clone(), h["reason"].clone()),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!("degraded"),
+            json!("storage_full")
+        ),
+        "{h}"
+    );
+    // Reads go on from the last commit.
+    let (s, kv, _) = c.get("/api/v1/kv/app/k1").await;
+    assert_eq!(
+        (s, kv["found"].clone()),
+        (StatusCode::OK, json!(true)),
+        "{kv}"
+    );
+    let (s, q, _) = c.get("/api/v1/resources/queues/q").await;
+    assert_eq!(s, StatusCode::OK, "{q}");
+    assert_eq!(q["totals"]["total"], acked.len(), "{q}");
+    let (s, _, _) = c.get("/api/v1/dlq?queue=q").await;
+    assert_eq!(s, StatusCode::OK);
+
+    faults.heal();
+    assert_eq!(
+        c.push("after", 8).await.0,
+        StatusCode::CREATED,
+        "writes are back"
+    );
+    acked.push("after".into());
+    let (s, h, _) = c.get("/health").await;
+    assert_eq!(
+        (s, h["status"].clone()),
+        (StatusCode::OK, json!("healthy")),
+        "{h}"
+    );
+    assert_eq!(stored(&broker), acked);
+    broker.shutdown().await;
+
+    // After a restart: every acknowledged write, and nothing that was refused.
+    let broker = start(&file, &StorageFaults::default()).await;
+    assert_eq!(stored(&broker), acked);
+    let c = Client::of(&broker);
+    assert_eq!(c.get("/api/v1/kv/app/k1").await.1["found"], true);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_io_error_mid_commit_is_503_and_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("queen.redb");
+    let faults = StorageFaults::default();
+    let broker = start(&file, &faults).await;
+    let c = Client::of(&broker);
+    assert_eq!(c.push("a", 1).await.0, StatusCode::CREATED);
+
+    faults.inject(StorageFault::Io);
+    let (s, b, retry) = c.push("b", 1).await;
+    assert_eq!(
+        (s, b["code"].clone()),
+        (StatusCode::SERVICE_UNAVAILABLE, json!("retry")),
+        "{b}"
+    );
+    assert!(retry.is_some());
+    assert_eq!(c.kv_put("k").await, StatusCode::SERVICE_UNAVAILABLE);
+    let (_, h, _) = c.get("/health").await;
+    assert_eq!(h["reason"], "io_error", "{h}");
+
+    faults.heal();
+    // The client retries what failed; it lands once.
+    assert_eq!(c.push("b", 1).await.0, StatusCode::CREATED);
+    assert_eq!(c.get("/health").await.1["status"], "healthy");
+    assert_eq!(stored(&broker), ["a", "b"]);
+    broker.shutdown().await;
+
+    let broker = start(&file, &StorageFaults::default()).await;
+    assert_eq!(stored(&broker), ["a", "b"], "none lost, none partial");
+    broker.shutdown().await;
+}
