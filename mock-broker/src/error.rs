@@ -25,19 +25,21 @@ pub enum EngineError {
     /// The broker is stopping and takes no new writes (HTTP 503 `retry`).
     #[error("the broker is shutting down; retry against a running broker")]
     ShuttingDown,
-    /// A refusal with its own status and code, e.g. 403 `timer_horizon_exceeded` or
-    /// 400 `kv_bad_request` with a `reason`.
-    #[error("{message}")]
-    Coded {
-        /// HTTP status.
-        status: u16,
-        /// The `code` of the error body.
-        code: &'static str,
-        /// For a person.
-        message: String,
-        /// A finer reason, sent beside `code` (KV refusals).
-        reason: Option<&'static str>,
-    },
+    /// A KV operation breaks a rule of the KV API before anything ran (HTTP 400
+    /// `kv_bad_request` with the refusal's `reason`, or 413 for a value over its cap).
+    #[error("{}", .0.message)]
+    KvRefusal(crate::engine::kv::KvRefusal),
+    /// A standalone timers call breaks a rule of the timers API (HTTP 400
+    /// `timers_bad_request`).
+    #[error("{0}")]
+    TimersBadRequest(String),
+    /// A timer would fire later than the broker's horizon allows (HTTP 403
+    /// `timer_horizon_exceeded`).
+    #[error("{0}")]
+    TimerHorizonExceeded(String),
+    /// A locks call breaks a rule of the locks API (HTTP 400 `locks_bad_request`).
+    #[error("{0}")]
+    LocksBadRequest(String),
     /// The storage cap is reached and the command would add data (HTTP 507
     /// `storage_full`). Reads, acks and deletes still work.
     #[error("{0}")]

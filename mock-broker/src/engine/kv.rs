@@ -2,11 +2,10 @@
 //! transaction's `kv` array and the locks built on it.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Number, Value, json};
+use serde_json::Number;
 
 use super::queues::next_counter;
-use crate::clock::{Micros, format_iso};
-use crate::fields::{self, Obj};
+use crate::clock::Micros;
 use crate::store::keys::{Key, KeyReader};
 use crate::store::records::decode;
 use crate::store::{StoreError, T, Tx};
@@ -19,7 +18,7 @@ pub const MAX_KEY_BYTES: usize = 512;
 pub const PREFIX_LIMIT: (usize, usize) = (100, 1000);
 
 /// A stored KV row.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KvRow {
     /// The value as compact JSON text.
     pub value: String,
@@ -53,7 +52,8 @@ pub enum KvKind {
 }
 
 impl KvKind {
-    fn parse(s: &str) -> Option<Self> {
+    /// The operation named `s` on the wire.
+    pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "get" => Self::Get,
             "getMany" => Self::GetMany,
@@ -104,60 +104,179 @@ pub enum Expiry {
     Forever,
 }
 
-/// One parsed KV operation.
-#[derive(Debug, Clone)]
-pub struct KvOp {
-    /// Which operation.
-    pub kind: KvKind,
-    /// Namespace.
-    pub ns: String,
-    /// The key (single-key ops).
-    pub key: String,
-    /// The keys (`getMany`).
-    pub keys: Vec<String>,
-    /// `getPrefix`: the prefix, the key to start after, the page size, keys only.
-    pub prefix: String,
-    /// `getPrefix`: resume after this key.
-    pub after: Option<String>,
-    /// `getPrefix`: page size.
-    pub limit: usize,
-    /// `getPrefix`: leave values out.
-    pub keys_only: bool,
-    /// The value to write, as compact JSON.
-    pub value: Option<String>,
-    /// Expiry of a write.
-    pub expiry: Option<Expiry>,
-    /// Required current version; 0: must not exist.
-    pub expect: Option<u64>,
-    /// A lost precondition rolls the whole call back.
-    pub required: bool,
-    /// `incr`: the step, and the bounds of the result.
+/// The bounds and step of an `incr`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Added to the current number (absent row: 0).
     pub delta: Number,
-    /// `incr`: lowest allowed result.
+    /// Lowest allowed result.
     pub min: Option<Number>,
-    /// `incr`: highest allowed result.
+    /// Highest allowed result.
     pub max: Option<Number>,
 }
 
+/// A `getPrefix` page request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefixQuery {
+    /// Keys starting with this.
+    pub prefix: String,
+    /// Resume after this key.
+    pub after: Option<String>,
+    /// Page size.
+    pub limit: usize,
+    /// Leave values out.
+    pub keys_only: bool,
+}
+
+/// One checked KV operation: each variant carries only what its operation reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KvOp {
+    /// Read one key.
+    Get {
+        /// Namespace.
+        ns: String,
+        /// The key.
+        key: String,
+    },
+    /// Read several keys.
+    GetMany {
+        /// Namespace.
+        ns: String,
+        /// The keys, in the order answered.
+        keys: Vec<String>,
+    },
+    /// Read a page of keys by prefix (standalone only).
+    GetPrefix {
+        /// Namespace.
+        ns: String,
+        /// Which page.
+        page: PrefixQuery,
+    },
+    /// Write.
+    Put {
+        /// Namespace.
+        ns: String,
+        /// The key.
+        key: String,
+        /// The value as compact JSON text.
+        value: String,
+        /// How long the row lives.
+        expiry: Expiry,
+        /// Required current version; 0: must not exist.
+        expect: Option<u64>,
+        /// A lost precondition rolls the whole call back.
+        required: bool,
+    },
+    /// Write only if absent.
+    PutIfAbsent {
+        /// Namespace.
+        ns: String,
+        /// The key.
+        key: String,
+        /// The value as compact JSON text.
+        value: String,
+        /// How long the row lives.
+        expiry: Expiry,
+        /// A lost precondition rolls the whole call back.
+        required: bool,
+    },
+    /// Remove.
+    Delete {
+        /// Namespace.
+        ns: String,
+        /// The key.
+        key: String,
+        /// Required current version.
+        expect: Option<u64>,
+        /// A lost precondition rolls the whole call back.
+        required: bool,
+    },
+    /// Assert a version without writing.
+    Check {
+        /// Namespace.
+        ns: String,
+        /// The key.
+        key: String,
+        /// Required current version; 0: must not exist.
+        expect: u64,
+        /// A lost precondition rolls the whole call back.
+        required: bool,
+    },
+    /// Add to a number.
+    Incr {
+        /// Namespace.
+        ns: String,
+        /// The key.
+        key: String,
+        /// The step and the bounds of the result.
+        step: Step,
+        /// How long the row lives.
+        expiry: Expiry,
+        /// A lost precondition rolls the whole call back.
+        required: bool,
+    },
+}
+
 impl KvOp {
-    /// An operation of `kind` on `(ns, key)` with every option at its default.
-    pub fn new(kind: KvKind, ns: &str, key: &str) -> Self {
-        KvOp {
-            kind,
-            ns: ns.to_string(),
-            key: key.to_string(),
-            keys: Vec::new(),
-            prefix: String::new(),
-            after: None,
-            limit: PREFIX_LIMIT.0,
-            keys_only: false,
-            value: None,
-            expiry: None,
-            expect: None,
-            required: false,
-            delta: Number::from(1),
-            min: None,
-            max: None,
+    /// Which operation.
+    pub fn kind(&self) -> KvKind {
+        match self {
+            Self::Get { .. } => KvKind::Get,
+            Self::GetMany { .. } => KvKind::GetMany,
+            Self::GetPrefix { .. } => KvKind::GetPrefix,
+            Self::Put { .. } => KvKind::Put,
+            Self::PutIfAbsent { .. } => KvKind::PutIfAbsent,
+            Self::Delete { .. } => KvKind::Delete,
+            Self::Check { .. } => KvKind::Check,
+            Self::Incr { .. } => KvKind::Incr,
+        }
+    }
+
+    /// The namespace.
+    pub fn ns(&self) -> &str {
+        match self {
+            Self::Get { ns, .. }
+            | Self::GetMany { ns, .. }
+            | Self::GetPrefix { ns, .. }
+            | Self::Put { ns, .. }
+            | Self::PutIfAbsent { ns, .. }
+            | Self::Delete { ns, .. }
+            | Self::Check { ns, .. }
+            | Self::Incr { ns, .. } => ns,
+        }
+    }
+
+    /// The key of a single-key operation.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Self::GetMany { .. } | Self::GetPrefix { .. } => None,
+            Self::Get { key, .. }
+            | Self::Put { key, .. }
+            | Self::PutIfAbsent { key, .. }
+            | Self::Delete { key, .. }
+            | Self::Check { key, .. }
+            | Self::Incr { key, .. } => Some(key),
+        }
+    }
+
+    /// Whether a lost precondition rolls the whole call back (reads never lose).
+    pub fn required(&self) -> bool {
+        match self {
+            Self::Get { .. } | Self::GetMany { .. } | Self::GetPrefix { .. } => false,
+            Self::Put { required, .. }
+            | Self::PutIfAbsent { required, .. }
+            | Self::Delete { required, .. }
+            | Self::Check { required, .. }
+            | Self::Incr { required, .. } => *required,
+        }
+    }
+
+    /// How many keys the operation names, for the per-call limit.
+    fn key_count(&self) -> usize {
+        match self {
+            Self::GetMany { keys, .. } => keys.len(),
+            Self::GetPrefix { .. } => 0,
+            _ => 1,
         }
     }
 }
@@ -173,7 +292,8 @@ pub struct KvRefusal {
     pub too_large: bool,
 }
 
-fn refuse(reason: &'static str, message: impl Into<String>) -> KvRefusal {
+/// A refusal of `reason` (a 400).
+pub fn refuse(reason: &'static str, message: impl Into<String>) -> KvRefusal {
     KvRefusal {
         reason,
         message: message.into(),
@@ -192,7 +312,8 @@ pub fn valid_ns(ns: &str) -> bool {
         })
 }
 
-fn check_key(path: &str, key: &str) -> Result<(), KvRefusal> {
+/// Checks a key: 1 to [`MAX_KEY_BYTES`] bytes, no NUL. `path` names it in the refusal.
+pub fn check_key(path: impl std::fmt::Display, key: &str) -> Result<(), KvRefusal> {
     if key.is_empty() || key.len() > MAX_KEY_BYTES || key.contains('\0') {
         return Err(refuse(
             "kv_bad_key",
@@ -200,140 +321,6 @@ fn check_key(path: &str, key: &str) -> Result<(), KvRefusal> {
         ));
     }
     Ok(())
-}
-
-/// Parses one operation of a `kv` array.
-pub fn parse_op(v: &Value, path: &str) -> Result<KvOp, KvRefusal> {
-    let bad = |m: String| refuse("kv_bad_request", m);
-    let o = Obj::of(v, path).map_err(bad)?;
-    let op = o.req_str("op").map_err(bad)?;
-    let kind = KvKind::parse(op).ok_or_else(|| {
-        refuse(
-            "kv_unknown_op",
-            format!("{path}.op: unknown KV operation {op:?}"),
-        )
-    })?;
-    let ns = o.req_str("ns").map_err(bad)?.to_string();
-    if !valid_ns(&ns) {
-        return Err(refuse(
-            "kv_bad_ns",
-            format!("{path}.ns {ns:?} must match ^[a-z0-9][a-z0-9._-]{{0,63}}$"),
-        ));
-    }
-    let mut out = KvOp::new(kind, &ns, "");
-    out.required = o.bool("required").map_err(bad)?.unwrap_or(false);
-    match kind {
-        KvKind::GetMany => {
-            out.keys = o
-                .strings("keys")
-                .map_err(bad)?
-                .ok_or_else(|| bad(format!("{path}.keys is required")))?;
-            for (i, k) in out.keys.iter().enumerate() {
-                check_key(&format!("{path}.keys[{i}]"), k)?;
-            }
-        }
-        KvKind::GetPrefix => {
-            out.prefix = o.str("prefix").map_err(bad)?.unwrap_or("").to_string();
-            out.after = o.str("after").map_err(bad)?.map(str::to_string);
-            let limit = o
-                .int("limit")
-                .map_err(bad)?
-                .unwrap_or(PREFIX_LIMIT.0 as i64);
-            if !(1..=PREFIX_LIMIT.1 as i64).contains(&limit) {
-                return Err(bad(format!(
-                    "{path}.limit must be from 1 to {}",
-                    PREFIX_LIMIT.1
-                )));
-            }
-            out.limit = limit as usize;
-            out.keys_only = o.bool("keysOnly").map_err(bad)?.unwrap_or(false);
-        }
-        _ => {
-            out.key = o.req_str("key").map_err(bad)?.to_string();
-            check_key(&format!("{path}.key"), &out.key)?;
-        }
-    }
-    if matches!(kind, KvKind::Put | KvKind::PutIfAbsent) {
-        let value = o
-            .map
-            .get("value")
-            .ok_or_else(|| bad(format!("{path}.value is required")))?;
-        let text = serde_json::to_string(value).expect("a Value serialises");
-        if text.len() > MAX_VALUE_BYTES {
-            return Err(KvRefusal {
-                reason: "kv_value_too_large",
-                message: format!(
-                    "{path}.value is {} bytes as compact JSON; the limit is {MAX_VALUE_BYTES}",
-                    text.len()
-                ),
-                too_large: true,
-            });
-        }
-        out.value = Some(text);
-    }
-    if kind.writes() && kind != KvKind::Delete {
-        let ttl = o.get("ttlSeconds");
-        let forever = o.bool("forever").map_err(bad)?.unwrap_or(false);
-        out.expiry = match (ttl, forever) {
-            (Some(_), true) => {
-                return Err(refuse(
-                    "kv_bad_ttl",
-                    format!("{path}: give ttlSeconds or forever, not both"),
-                ));
-            }
-            (None, false) => {
-                return Err(refuse(
-                    "kv_expiry_not_specified",
-                    format!("{path}: a {op} needs exactly one expiry: ttlSeconds or forever: true"),
-                ));
-            }
-            (None, true) => Some(Expiry::Forever),
-            (Some(t), false) => match t.as_i64() {
-                Some(n) if n > 0 => Some(Expiry::Ttl(n)),
-                _ => {
-                    return Err(refuse(
-                        "kv_bad_ttl",
-                        format!("{path}.ttlSeconds must be an integer greater than 0, got {t}"),
-                    ));
-                }
-            },
-        };
-    }
-    if let Some(e) = o.get("expect") {
-        out.expect = Some(e.as_u64().ok_or_else(|| {
-            refuse(
-                "kv_bad_expect",
-                format!("{path}.expect must be a version number (0: absent), got {e}"),
-            )
-        })?);
-    }
-    if kind == KvKind::Check && out.expect.is_none() {
-        return Err(refuse(
-            "kv_bad_expect",
-            format!("{path}: check needs expect"),
-        ));
-    }
-    if kind == KvKind::Incr {
-        let num = |name: &str| -> Result<Option<Number>, KvRefusal> {
-            match o.get(name) {
-                None => Ok(None),
-                Some(Value::Number(n)) => Ok(Some(n.clone())),
-                Some(other) => Err(refuse(
-                    "kv_bad_delta",
-                    format!(
-                        "{path}.{name} must be a number, got {}",
-                        fields::kind(other)
-                    ),
-                )),
-            }
-        };
-        if let Some(d) = num("delta")? {
-            out.delta = d;
-        }
-        out.min = num("min")?;
-        out.max = num("max")?;
-    }
-    Ok(out)
 }
 
 /// Per-call limits.
@@ -369,14 +356,7 @@ pub fn check_limits(ops: &[KvOp], limits: Limits) -> Result<(), KvRefusal> {
             format!("{} KV operations; the limit is {}", ops.len(), limits.ops),
         ));
     }
-    let keys: usize = ops
-        .iter()
-        .map(|o| match o.kind {
-            KvKind::GetMany => o.keys.len(),
-            KvKind::GetPrefix => 0,
-            _ => 1,
-        })
-        .sum();
+    let keys: usize = ops.iter().map(KvOp::key_count).sum();
     if keys > limits.keys {
         return Err(refuse(
             "kv_too_many_keys",
@@ -386,16 +366,19 @@ pub fn check_limits(ops: &[KvOp], limits: Limits) -> Result<(), KvRefusal> {
     if limits.in_transaction {
         let mut written = std::collections::HashSet::new();
         for (i, o) in ops.iter().enumerate() {
-            if o.kind == KvKind::GetPrefix {
+            if o.kind() == KvKind::GetPrefix {
                 return Err(refuse(
                     "kv_bad_request",
                     format!("kv[{i}]: getPrefix is not allowed inside a transaction"),
                 ));
             }
-            if o.kind.writes() && !written.insert((o.ns.as_str(), o.key.as_str())) {
+            if let (true, Some(key)) = (o.kind().writes(), o.key())
+                && !written.insert((o.ns(), key))
+            {
+                let ns = o.ns();
                 return Err(refuse(
                     "kv_key_written_twice",
-                    format!("kv[{i}]: {}/{} is written twice in one call", o.ns, o.key),
+                    format!("kv[{i}]: {ns}/{key} is written twice in one call"),
                 ));
             }
         }
@@ -403,24 +386,109 @@ pub fn check_limits(ops: &[KvOp], limits: Limits) -> Result<(), KvRefusal> {
     Ok(())
 }
 
+/// Why a precondition lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostReason {
+    /// The row exists (`putIfAbsent`, or `expect: 0`).
+    Exists,
+    /// The row does not exist.
+    Absent,
+    /// The row has another version.
+    Version,
+    /// An `incr` would leave its bounds (or overflow).
+    Limit,
+    /// An `incr` of a row that is not a number.
+    Type,
+}
+
+impl LostReason {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exists => "exists",
+            Self::Absent => "absent",
+            Self::Version => "version",
+            Self::Limit => "limit",
+            Self::Type => "type",
+        }
+    }
+}
+
 /// A lost precondition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Lost {
-    /// `exists`, `absent`, `version`, `limit` or `type`.
-    pub reason: &'static str,
-    /// The row's current version, if it exists.
-    pub version: Option<u64>,
-    /// The row's current value, if it exists.
-    pub value: Option<Value>,
+    /// Why.
+    pub reason: LostReason,
+    /// The row as it stands, if it exists.
+    pub current: Option<KvRow>,
 }
 
-/// What one operation did: its result fields, and the lost precondition, if any.
+/// What one operation did.
 #[derive(Debug, Clone)]
-pub struct Applied {
-    /// `op`, `key`, `applied`, `value`, `version`, ... (no `index`).
-    pub result: Map<String, Value>,
-    /// Set when a precondition lost (for `required`: the call rolls back).
-    pub lost: Option<Lost>,
+pub enum KvResult {
+    /// A `get`: the live row, if any.
+    Found {
+        /// The key read.
+        key: String,
+        /// The row; `None`: not found.
+        row: Option<KvRow>,
+    },
+    /// A `getMany`: the rows found, in the order asked, and the keys missing.
+    Many {
+        /// `(key, row)` of each live row.
+        rows: Vec<(String, KvRow)>,
+        /// Keys with no live row.
+        missing: Vec<String>,
+    },
+    /// A `getPrefix` page.
+    Page {
+        /// `(key, row)` in key order.
+        rows: Vec<(String, KvRow)>,
+        /// Whether values are answered (not `keysOnly`).
+        with_values: bool,
+        /// More rows follow.
+        truncated: bool,
+        /// Where the next page starts, when truncated.
+        next_after: Option<String>,
+    },
+    /// A `put`, `putIfAbsent` or `incr` wrote.
+    Written {
+        /// The key.
+        key: String,
+        /// The row written.
+        value: String,
+        /// Its new version.
+        version: u64,
+    },
+    /// A `delete` removed the row.
+    Deleted {
+        /// The key.
+        key: String,
+    },
+    /// A `check` held.
+    Checked {
+        /// The key.
+        key: String,
+        /// The row's version; `None` when it is absent as expected.
+        version: Option<u64>,
+    },
+    /// A precondition lost (for a `required` op: the call rolls back).
+    Lost {
+        /// The key.
+        key: String,
+        /// Why, and the row as it stands.
+        lost: Lost,
+    },
+}
+
+impl KvResult {
+    /// The lost precondition, if this result is one.
+    pub fn lost(&self) -> Option<&Lost> {
+        match self {
+            Self::Lost { lost, .. } => Some(lost),
+            _ => None,
+        }
+    }
 }
 
 /// The key of a KV row.
@@ -435,171 +503,151 @@ pub fn live_row(tx: &Tx, tenant: &str, ns: &str, key: &str) -> Result<Option<KvR
         .filter(|r| r.expires_at.is_none_or(|e| e > tx.now)))
 }
 
-fn parse_value(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or(Value::Null)
-}
-
-fn row_json(key: &str, r: &KvRow, with_value: bool) -> Value {
-    let mut m = Map::new();
-    m.insert("key".into(), key.into());
-    if with_value {
-        m.insert("value".into(), parse_value(&r.value));
-    }
-    m.insert("version".into(), r.version.into());
-    m.insert("expiresAt".into(), r.expires_at.map(format_iso).into());
-    m.insert("updatedAt".into(), format_iso(r.updated_at).into());
-    Value::Object(m)
-}
-
 /// Whether `expect` holds for `current`; the losing reason if not.
-fn expect_holds(expect: Option<u64>, current: Option<&KvRow>) -> Option<&'static str> {
+fn expect_holds(expect: Option<u64>, current: Option<&KvRow>) -> Option<LostReason> {
     match (expect, current) {
         (None, _) => None,
         (Some(0), None) => None,
-        (Some(0), Some(_)) => Some("exists"),
-        (Some(_), None) => Some("absent"),
+        (Some(0), Some(_)) => Some(LostReason::Exists),
+        (Some(_), None) => Some(LostReason::Absent),
         (Some(v), Some(r)) if r.version == v => None,
-        (Some(_), Some(_)) => Some("version"),
+        (Some(_), Some(_)) => Some(LostReason::Version),
     }
 }
 
 /// Writes a row with a new broker-wide version.
-fn write(tx: &mut Tx, tenant: &str, op: &KvOp, value: String) -> Result<KvRow, StoreError> {
+fn write(
+    tx: &mut Tx,
+    tenant: &str,
+    (ns, key): (&str, &str),
+    expiry: Expiry,
+    value: String,
+) -> Result<KvRow, StoreError> {
     let version = next_counter(tx, "kv_version")?;
     let row = KvRow {
         value,
         version,
-        expires_at: match op.expiry {
-            Some(Expiry::Ttl(s)) => Some(tx.now.saturating_add(s.saturating_mul(1_000_000))),
-            _ => None,
+        expires_at: match expiry {
+            Expiry::Ttl(s) => Some(tx.now.saturating_add(s.saturating_mul(1_000_000))),
+            Expiry::Forever => None,
         },
         updated_at: tx.now,
     };
-    tx.put(T::Kv, row_key(tenant, &op.ns, &op.key), &row);
+    tx.put(T::Kv, row_key(tenant, ns, key), &row);
     Ok(row)
 }
 
+fn lose(key: &str, reason: LostReason, current: Option<KvRow>) -> KvResult {
+    KvResult::Lost {
+        key: key.to_string(),
+        lost: Lost { reason, current },
+    }
+}
+
+fn written(key: &str, row: KvRow) -> KvResult {
+    KvResult::Written {
+        key: key.to_string(),
+        value: row.value,
+        version: row.version,
+    }
+}
+
 /// Applies one operation.
-pub fn apply(tx: &mut Tx, tenant: &str, op: &KvOp) -> Result<Applied, StoreError> {
-    let mut result = Map::new();
-    result.insert("op".into(), op.kind.name().into());
-    let mut lost = None;
-    let mut lose = |result: &mut Map<String, Value>, reason: &'static str, cur: Option<&KvRow>| {
-        result.insert("applied".into(), false.into());
-        result.insert("reason".into(), reason.into());
-        if let Some(r) = cur {
-            result.insert("value".into(), parse_value(&r.value));
-            result.insert("version".into(), r.version.into());
-        }
-        lost = Some(Lost {
-            reason,
-            version: cur.map(|r| r.version),
-            value: cur.map(|r| parse_value(&r.value)),
-        });
-    };
-    match op.kind {
-        KvKind::Get => {
-            result.insert("key".into(), op.key.clone().into());
-            match live_row(tx, tenant, &op.ns, &op.key)? {
-                Some(r) => {
-                    result.insert("found".into(), true.into());
-                    if let Value::Object(m) = row_json(&op.key, &r, true) {
-                        result.extend(m);
-                    }
-                }
-                None => {
-                    result.insert("found".into(), false.into());
-                }
-            }
-        }
-        KvKind::GetMany => {
+pub fn apply(tx: &mut Tx, tenant: &str, op: &KvOp) -> Result<KvResult, StoreError> {
+    Ok(match op {
+        KvOp::Get { ns, key } => KvResult::Found {
+            key: key.clone(),
+            row: live_row(tx, tenant, ns, key)?,
+        },
+        KvOp::GetMany { ns, keys } => {
             let (mut rows, mut missing) = (Vec::new(), Vec::new());
-            for k in &op.keys {
-                match live_row(tx, tenant, &op.ns, k)? {
-                    Some(r) => rows.push(row_json(k, &r, true)),
-                    None => missing.push(Value::from(k.clone())),
+            for k in keys {
+                match live_row(tx, tenant, ns, k)? {
+                    Some(r) => rows.push((k.clone(), r)),
+                    None => missing.push(k.clone()),
                 }
             }
-            result.insert("rows".into(), rows.into());
-            result.insert("missing".into(), missing.into());
+            KvResult::Many { rows, missing }
         }
-        KvKind::GetPrefix => {
-            let (rows, truncated, next) = prefix_page(tx, tenant, op)?;
-            result.insert("rows".into(), rows.into());
-            result.insert("truncated".into(), truncated.into());
-            result.insert("nextAfter".into(), next.into());
-        }
-        KvKind::Put | KvKind::PutIfAbsent => {
-            result.insert("key".into(), op.key.clone().into());
-            let cur = live_row(tx, tenant, &op.ns, &op.key)?;
-            let refusal = if op.kind == KvKind::PutIfAbsent {
-                cur.as_ref().map(|_| "exists")
-            } else {
-                expect_holds(op.expect, cur.as_ref())
-            };
-            match refusal {
-                Some(reason) => lose(&mut result, reason, cur.as_ref()),
-                None => {
-                    let text = op.value.clone().unwrap_or_else(|| "null".into());
-                    let row = write(tx, tenant, op, text)?;
-                    result.insert("applied".into(), true.into());
-                    result.insert("value".into(), parse_value(&row.value));
-                    result.insert("version".into(), row.version.into());
-                }
+        KvOp::GetPrefix { ns, page } => prefix_page(tx, tenant, ns, page)?,
+        KvOp::Put {
+            ns,
+            key,
+            value,
+            expiry,
+            expect,
+            ..
+        } => {
+            let cur = live_row(tx, tenant, ns, key)?;
+            match expect_holds(*expect, cur.as_ref()) {
+                Some(reason) => lose(key, reason, cur),
+                None => written(key, write(tx, tenant, (ns, key), *expiry, value.clone())?),
             }
         }
-        KvKind::Delete => {
-            result.insert("key".into(), op.key.clone().into());
-            let cur = live_row(tx, tenant, &op.ns, &op.key)?;
+        KvOp::PutIfAbsent {
+            ns,
+            key,
+            value,
+            expiry,
+            ..
+        } => match live_row(tx, tenant, ns, key)? {
+            Some(cur) => lose(key, LostReason::Exists, Some(cur)),
+            None => written(key, write(tx, tenant, (ns, key), *expiry, value.clone())?),
+        },
+        KvOp::Delete {
+            ns, key, expect, ..
+        } => {
+            let cur = live_row(tx, tenant, ns, key)?;
             let refusal = match &cur {
-                None => Some("absent"),
-                Some(_) => expect_holds(op.expect, cur.as_ref()),
+                None => Some(LostReason::Absent),
+                Some(_) => expect_holds(*expect, cur.as_ref()),
             };
             match refusal {
-                Some(reason) => lose(&mut result, reason, cur.as_ref()),
+                Some(reason) => lose(key, reason, cur),
                 None => {
-                    tx.delete(T::Kv, row_key(tenant, &op.ns, &op.key));
-                    result.insert("applied".into(), true.into());
+                    tx.delete(T::Kv, row_key(tenant, ns, key));
+                    KvResult::Deleted { key: key.clone() }
                 }
             }
         }
-        KvKind::Check => {
-            result.insert("key".into(), op.key.clone().into());
-            let cur = live_row(tx, tenant, &op.ns, &op.key)?;
-            match expect_holds(op.expect, cur.as_ref()) {
-                Some(reason) => lose(&mut result, reason, cur.as_ref()),
-                None => {
-                    result.insert("applied".into(), true.into());
-                    result.insert("version".into(), cur.map(|r| r.version).into());
-                }
+        KvOp::Check {
+            ns, key, expect, ..
+        } => {
+            let cur = live_row(tx, tenant, ns, key)?;
+            match expect_holds(Some(*expect), cur.as_ref()) {
+                Some(reason) => lose(key, reason, cur),
+                None => KvResult::Checked {
+                    key: key.clone(),
+                    version: cur.map(|r| r.version),
+                },
             }
         }
-        KvKind::Incr => {
-            result.insert("key".into(), op.key.clone().into());
-            let cur = live_row(tx, tenant, &op.ns, &op.key)?;
+        KvOp::Incr {
+            ns,
+            key,
+            step,
+            expiry,
+            ..
+        } => {
+            let cur = live_row(tx, tenant, ns, key)?;
             let base = match &cur {
                 None => Some(Number::from(0)),
-                Some(r) => match parse_value(&r.value) {
-                    Value::Number(n) => Some(n),
-                    _ => None,
-                },
+                // Only the number itself is read: a row holding anything else is a
+                // `type` loss.
+                Some(r) => serde_json::from_str::<Number>(&r.value).ok(),
             };
-            match base.map(|b| add(&b, &op.delta)) {
-                None => lose(&mut result, "type", cur.as_ref()),
-                Some(None) => lose(&mut result, "limit", cur.as_ref()),
-                Some(Some(n)) if out_of_bounds(&n, op.min.as_ref(), op.max.as_ref()) => {
-                    lose(&mut result, "limit", cur.as_ref())
+            match base.map(|b| add(&b, &step.delta)) {
+                None => lose(key, LostReason::Type, cur),
+                Some(None) => lose(key, LostReason::Limit, cur),
+                Some(Some(n)) if out_of_bounds(&n, step.min.as_ref(), step.max.as_ref()) => {
+                    lose(key, LostReason::Limit, cur)
                 }
                 Some(Some(n)) => {
-                    let row = write(tx, tenant, op, n.to_string())?;
-                    result.insert("applied".into(), true.into());
-                    result.insert("value".into(), Value::Number(n));
-                    result.insert("version".into(), row.version.into());
+                    written(key, write(tx, tenant, (ns, key), *expiry, n.to_string())?)
                 }
             }
         }
-    }
-    Ok(Applied { result, lost })
+    })
 }
 
 /// `a + b`, in integers when both are integers (overflow: `None`), else in floats.
@@ -616,24 +664,20 @@ fn out_of_bounds(n: &Number, min: Option<&Number>, max: Option<&Number>) -> bool
         || max.and_then(Number::as_f64).is_some_and(|m| v > m)
 }
 
-fn prefix_page(
-    tx: &Tx,
-    tenant: &str,
-    op: &KvOp,
-) -> Result<(Vec<Value>, bool, Option<String>), StoreError> {
-    let ns_prefix = Key::tenant(tenant).str(&op.ns).into_bytes();
+fn prefix_page(tx: &Tx, tenant: &str, ns: &str, q: &PrefixQuery) -> Result<KvResult, StoreError> {
+    let ns_prefix = Key::tenant(tenant).str(ns).into_bytes();
     let mut scan_prefix = ns_prefix.clone();
-    scan_prefix.extend(Key::escaped(&op.prefix));
-    let start = match &op.after {
+    scan_prefix.extend(Key::escaped(&q.prefix));
+    let start = match &q.after {
         // Just past `after`: its own key sorts first, then everything longer.
-        Some(a) if a.as_str() >= op.prefix.as_str() => {
-            let mut k = row_key(tenant, &op.ns, a);
+        Some(a) if a.as_str() >= q.prefix.as_str() => {
+            let mut k = row_key(tenant, ns, a);
             k.push(0xFF);
             k
         }
         _ => scan_prefix.clone(),
     };
-    let (mut rows, mut truncated, mut last) = (Vec::new(), false, None);
+    let (mut rows, mut truncated) = (Vec::new(), false);
     tx.scan(T::Kv, &start, &scan_prefix, |k, v| {
         let mut r = KeyReader::new(k);
         let (_, _, key) = (r.str(), r.str(), r.str());
@@ -642,42 +686,54 @@ fn prefix_page(
         if row.expires_at.is_some_and(|e| e <= tx.now) {
             return Ok(true);
         }
-        if rows.len() == op.limit {
+        if rows.len() == q.limit {
             truncated = true;
             return Ok(false);
         }
-        rows.push(row_json(&key, &row, !op.keys_only));
-        last = Some(key);
+        rows.push((key, row));
         Ok(true)
     })?;
-    Ok((rows, truncated, if truncated { last } else { None }))
-}
-
-/// The body of a call whose `required` operation lost (`failedIndex` in its index space).
-pub fn precondition_body(failed_index: usize, lost: &Lost) -> Value {
-    json!({
-        "ok": false,
-        "reason": "kv_precondition",
-        "failedIndex": failed_index,
-        "kvReason": lost.reason,
-        "version": lost.version,
-        "value": lost.value,
-        "results": [],
+    let next_after = if truncated {
+        rows.last().map(|(k, _): &(String, KvRow)| k.clone())
+    } else {
+        None
+    };
+    Ok(KvResult::Page {
+        rows,
+        with_values: !q.keys_only,
+        truncated,
+        next_after,
     })
 }
 
+/// What a standalone KV call did.
+#[derive(Debug, Clone)]
+pub enum KvCall {
+    /// Every operation ran: one result each, in order.
+    Done(Vec<KvResult>),
+    /// The `required` operation at `failed_index` lost; nothing was written.
+    Failed {
+        /// Its index in the call.
+        failed_index: usize,
+        /// Why it lost.
+        lost: Lost,
+    },
+}
+
 /// Runs a standalone KV call: every op in order; a lost `required` op discards the
-/// whole call's writes and answers the precondition body instead.
-pub fn run_standalone(tx: &mut Tx, tenant: &str, ops: &[KvOp]) -> Result<Value, StoreError> {
+/// whole call's writes and answers [`KvCall::Failed`] instead.
+pub fn run_standalone(tx: &mut Tx, tenant: &str, ops: &[KvOp]) -> Result<KvCall, StoreError> {
     let mut results = Vec::with_capacity(ops.len());
     for (i, op) in ops.iter().enumerate() {
-        let mut a = apply(tx, tenant, op)?;
-        if let (Some(lost), true) = (&a.lost, op.required) {
+        let r = apply(tx, tenant, op)?;
+        if let (Some(lost), true) = (r.lost(), op.required()) {
             tx.discard();
-            return Ok(precondition_body(i, lost));
+            return Ok(KvCall::Failed {
+                failed_index: i,
+                lost: lost.clone(),
+            });
         }
-        a.result.insert("index".into(), i.into());
-        results.push(Value::Object(a.result));
+        results.push(r);
     }
-    Ok(json!({ "results": results }))
+    Ok(KvCall::Done(results))
 }

@@ -2,12 +2,10 @@
 //! row's KV version, so a lock's `guard` (a required `check` of that version) makes a
 //! transaction commit only while the lock is still held.
 
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
 
-use super::kv::{self, Expiry, KvKind, KvOp, KvRow};
+use super::kv::{self, Expiry, KvOp, KvResult, KvRow};
 use crate::clock::format_iso;
-use crate::error::EngineError;
-use crate::fields::Obj;
 use crate::store::keys::{Key, KeyReader};
 use crate::store::records::decode;
 use crate::store::{StoreError, T, Tx};
@@ -18,120 +16,161 @@ pub const NAMESPACE: &str = "queen-locks";
 pub const MAX_LIMIT: i64 = 1024;
 /// Most operations in one call.
 pub const MAX_OPS: usize = 256;
+/// Longest lock name, in bytes.
+pub const MAX_NAME_BYTES: usize = 400;
 
-/// The operations.
+/// What a lock operation does.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LockKind {
-    /// Take a free slot.
-    Acquire,
+pub enum LockAction {
+    /// Take a free slot of `limit` (or answer the one `owner` already holds).
+    Acquire {
+        /// Time to live of the slot.
+        ttl_seconds: i64,
+        /// Who holds it, kept on the row.
+        owner: Option<String>,
+        /// Slots.
+        limit: i64,
+    },
     /// Extend a held slot.
-    Renew,
+    Renew {
+        /// The new time to live.
+        ttl_seconds: i64,
+        /// Who holds it: lets a renew sent again after a lost answer find its slot.
+        owner: Option<String>,
+        /// The holder's token.
+        token: u64,
+        /// The slot, when known.
+        slot: Option<u64>,
+    },
     /// Give a slot back.
-    Release,
+    Release {
+        /// The holder's token.
+        token: u64,
+        /// The slot, when known.
+        slot: Option<u64>,
+    },
     /// List the holders.
     Get,
 }
 
-/// One parsed lock operation.
-#[derive(Debug, Clone)]
+impl LockAction {
+    /// The wire name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Acquire { .. } => "acquire",
+            Self::Renew { .. } => "renew",
+            Self::Release { .. } => "release",
+            Self::Get => "get",
+        }
+    }
+}
+
+/// One checked lock operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockOp {
-    /// Which operation.
-    pub kind: LockKind,
     /// The lock's name.
     pub name: String,
-    /// Time to live (acquire, renew).
-    pub ttl_seconds: i64,
-    /// Who holds it, kept on the row.
+    /// What to do.
+    pub action: LockAction,
+}
+
+/// The row of a held slot: who and since when (the slot's expiry and token are the KV
+/// row's). Fields in name order: the row's text is what it has always been.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HolderInfo {
+    /// The owner given at acquire (or at the last renew).
     pub owner: Option<String>,
-    /// Slots (acquire).
-    pub limit: i64,
-    /// The holder's token (renew, release).
-    pub token: Option<u64>,
-    /// The slot, when known (renew, release).
-    pub slot: Option<u64>,
+    /// Last renewal, ISO-8601.
+    pub renewed_at: Option<String>,
+    /// When it was acquired, ISO-8601.
+    pub since: Option<String>,
 }
 
-fn bad(m: impl Into<String>) -> EngineError {
-    EngineError::Coded {
-        status: 400,
-        code: "locks_bad_request",
-        message: m.into(),
-        reason: None,
-    }
+/// A live holder of a slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The slot.
+    pub slot: u64,
+    /// The holder's token (its row's version).
+    pub token: u64,
+    /// When the slot lapses, unless renewed.
+    pub expires_at: Option<String>,
+    /// Who and since when.
+    pub info: HolderInfo,
 }
 
-/// Parses one operation of a `POST /api/v1/locks` call.
-pub fn parse_op(v: &Value, path: &str) -> Result<LockOp, EngineError> {
-    let o = Obj::of(v, path).map_err(bad)?;
-    let kind = match o.req_str("op").map_err(bad)? {
-        "acquire" => LockKind::Acquire,
-        "renew" => LockKind::Renew,
-        "release" => LockKind::Release,
-        "get" => LockKind::Get,
-        other => return Err(bad(format!("{path}.op: unknown lock operation {other:?}"))),
-    };
-    let name = o.req_str("name").map_err(bad)?.to_string();
-    if name.is_empty() || name.len() > 400 || name.contains('\0') {
-        return Err(bad(format!(
-            "{path}.name must be 1 to 400 bytes with no NUL"
-        )));
-    }
-    let ttl = o.int("ttlSeconds").map_err(bad)?;
-    let ttl_seconds = match (&kind, ttl) {
-        (LockKind::Acquire | LockKind::Renew, Some(t)) if t > 0 => t,
-        (LockKind::Acquire | LockKind::Renew, _) => {
-            return Err(bad(format!(
-                "{path}.ttlSeconds must be an integer greater than 0"
-            )));
-        }
-        _ => 0,
-    };
-    let limit = o.int("limit").map_err(bad)?.unwrap_or(1);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(bad(format!("{path}.limit must be from 1 to {MAX_LIMIT}")));
-    }
-    let token = match o.get("token") {
-        None => None,
-        Some(t) => Some(
-            t.as_u64()
-                .ok_or_else(|| bad(format!("{path}.token must be a number")))?,
-        ),
-    };
-    if matches!(kind, LockKind::Renew | LockKind::Release) && token.is_none() {
-        return Err(bad(format!("{path}.token is required")));
-    }
-    let slot = match o.get("slot") {
-        None => None,
-        Some(s) => Some(
-            s.as_u64()
-                .ok_or_else(|| bad(format!("{path}.slot must be a number")))?,
-        ),
-    };
-    Ok(LockOp {
-        kind,
-        name,
-        ttl_seconds,
-        owner: o.str("owner").map_err(bad)?.map(str::to_string),
-        limit,
-        token,
-        slot,
-    })
+/// The KV `check` that gates a transaction on holding a slot with a token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guard {
+    /// The slot's row key, `{name}#{slot}` in [`NAMESPACE`].
+    pub key: String,
+    /// The token the row must still have.
+    pub token: u64,
+}
+
+/// What one lock operation did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockResult {
+    /// A slot is held: newly, or `already` by the same owner.
+    Acquired {
+        /// The slot.
+        slot: u64,
+        /// Its token.
+        token: u64,
+        /// The owner sent.
+        owner: Option<String>,
+        /// The owner held it before this call.
+        already: bool,
+        /// The transaction guard on it.
+        guard: Guard,
+    },
+    /// No slot is free.
+    Busy {
+        /// A lock of one slot (`held`) or a semaphore (`contended`).
+        single: bool,
+        /// Who holds the slots.
+        holders: Vec<Holder>,
+    },
+    /// The slot is renewed under a new token.
+    Renewed {
+        /// The slot.
+        slot: u64,
+        /// Its new token.
+        token: u64,
+        /// The transaction guard on it.
+        guard: Guard,
+    },
+    /// The slot was given back.
+    Released {
+        /// The slot.
+        slot: u64,
+    },
+    /// The token no longer holds a slot (lapsed, or taken by another).
+    Lost {
+        /// The slot sent, if any.
+        slot: Option<u64>,
+        /// A renew answers who holds the lock now; a release does not.
+        holders: Option<Vec<Holder>>,
+    },
+    /// The holders of the lock (`get`).
+    Holders(Vec<Holder>),
+}
+
+/// Checks a lock name: 1 to [`MAX_NAME_BYTES`] bytes, no NUL.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_NAME_BYTES && !name.contains('\0')
 }
 
 fn slot_key(name: &str, slot: u64) -> String {
     format!("{name}#{slot}")
 }
 
-/// The KV op that gates a transaction on holding `slot` with `token`.
-pub fn guard(name: &str, slot: u64, token: u64) -> Value {
-    json!({"op": "check", "ns": NAMESPACE, "key": slot_key(name, slot), "expect": token, "required": true})
-}
-
-/// A live holder.
-struct Holder {
-    slot: u64,
-    row: KvRow,
-    info: Value,
+fn guard(name: &str, slot: u64, token: u64) -> Guard {
+    Guard {
+        key: slot_key(name, slot),
+        token,
+    }
 }
 
 fn holders(tx: &Tx, tenant: &str, name: &str) -> Result<Vec<Holder>, StoreError> {
@@ -148,133 +187,150 @@ fn holders(tx: &Tx, tenant: &str, name: &str) -> Result<Vec<Holder>, StoreError>
         if let Some(slot) = slot
             && row.expires_at.is_none_or(|e| e > tx.now)
         {
-            let info = serde_json::from_str(&row.value).unwrap_or(Value::Null);
-            out.push(Holder { slot, row, info });
+            // A row written under this namespace by a plain KV call reads as a holder
+            // with nothing known about it.
+            let info = serde_json::from_str(&row.value).unwrap_or_default();
+            out.push(Holder {
+                slot,
+                token: row.version,
+                expires_at: row.expires_at.map(format_iso),
+                info,
+            });
         }
         Ok(true)
     })?;
     Ok(out)
 }
 
-fn write_op(
-    kind: KvKind,
-    name: &str,
-    slot: u64,
-    ttl: i64,
-    value: Option<Value>,
-    expect: Option<u64>,
-) -> KvOp {
-    let mut op = KvOp::new(kind, NAMESPACE, &slot_key(name, slot));
-    op.expiry = Some(Expiry::Ttl(ttl));
-    op.value = value.map(|v| v.to_string());
-    op.expect = expect;
-    op
+/// A `put` of a lock row with its TTL, gated on `expect` (a renew keeps its slot only
+/// while its token is current).
+fn write_op(name: &str, slot: u64, ttl: i64, info: &HolderInfo, expect: Option<u64>) -> KvOp {
+    KvOp::Put {
+        ns: NAMESPACE.to_string(),
+        key: slot_key(name, slot),
+        value: serde_json::to_string(info).expect("a HolderInfo renders"),
+        expiry: Expiry::Ttl(ttl),
+        expect,
+        required: false,
+    }
 }
 
-fn holder_list(hs: &[Holder], full: bool) -> Value {
-    hs.iter()
-        .map(|h| {
-            let mut m = json!({"slot": h.slot, "owner": h.info.get("owner").cloned().unwrap_or(Value::Null)});
-            if full {
-                m["token"] = h.row.version.into();
-                m["since"] = h.info.get("since").cloned().unwrap_or(Value::Null);
-                m["renewedAt"] = h.info.get("renewedAt").cloned().unwrap_or(Value::Null);
-                m["expiresAt"] = h.row.expires_at.map(format_iso).into();
-            }
-            m
-        })
-        .collect()
+/// The version a lock-row write answered (its token).
+fn token_of(r: &KvResult) -> u64 {
+    match r {
+        KvResult::Written { version, .. } => *version,
+        _ => 0,
+    }
 }
 
-/// Applies one lock operation; answers its result fields (no `index`).
-pub fn apply(tx: &mut Tx, tenant: &str, op: &LockOp) -> Result<Map<String, Value>, StoreError> {
+/// Applies one lock operation.
+pub fn apply(tx: &mut Tx, tenant: &str, op: &LockOp) -> Result<LockResult, StoreError> {
     let name = op.name.as_str();
     let now = format_iso(tx.now);
     let hs = holders(tx, tenant, name)?;
-    let mut out = match op.kind {
-        LockKind::Acquire => {
-            if let Some(h) = op.owner.as_ref().and_then(|o| {
-                hs.iter()
-                    .find(|h| h.info.get("owner").and_then(Value::as_str) == Some(o))
-            }) {
-                json!({"acquired": true, "already": true, "slot": h.slot, "token": h.row.version,
-                       "owner": op.owner, "guard": guard(name, h.slot, h.row.version)})
-            } else if let Some(slot) =
-                (0..op.limit as u64).find(|s| hs.iter().all(|h| h.slot != *s))
+    Ok(match &op.action {
+        LockAction::Acquire {
+            ttl_seconds,
+            owner,
+            limit,
+        } => {
+            if let Some(h) = owner
+                .as_ref()
+                .and_then(|o| hs.iter().find(|h| h.info.owner.as_ref() == Some(o)))
             {
-                let value = json!({"owner": op.owner, "since": now, "renewedAt": now});
-                let w = write_op(KvKind::Put, name, slot, op.ttl_seconds, Some(value), None);
-                let a = kv::apply(tx, tenant, &w)?;
-                let token = a.result.get("version").and_then(Value::as_u64).unwrap_or(0);
-                json!({"acquired": true, "slot": slot, "token": token, "owner": op.owner,
-                       "guard": guard(name, slot, token)})
+                LockResult::Acquired {
+                    slot: h.slot,
+                    token: h.token,
+                    owner: owner.clone(),
+                    already: true,
+                    guard: guard(name, h.slot, h.token),
+                }
+            } else if let Some(slot) = (0..*limit as u64).find(|s| hs.iter().all(|h| h.slot != *s))
+            {
+                let info = HolderInfo {
+                    owner: owner.clone(),
+                    renewed_at: Some(now.clone()),
+                    since: Some(now),
+                };
+                let w = write_op(name, slot, *ttl_seconds, &info, None);
+                let token = token_of(&kv::apply(tx, tenant, &w)?);
+                LockResult::Acquired {
+                    slot,
+                    token,
+                    owner: owner.clone(),
+                    already: false,
+                    guard: guard(name, slot, token),
+                }
             } else {
-                let reason = if op.limit == 1 { "held" } else { "contended" };
-                json!({"acquired": false, "reason": reason, "holders": holder_list(&hs, false)})
+                LockResult::Busy {
+                    single: *limit == 1,
+                    holders: hs,
+                }
             }
         }
-        LockKind::Renew | LockKind::Release => {
-            let token = op.token.unwrap_or(0);
-            let slot_ok = |h: &&Holder| op.slot.is_none_or(|s| s == h.slot);
+        LockAction::Renew {
+            ttl_seconds,
+            owner,
+            token,
+            slot,
+        } => {
+            let slot_ok = |h: &&Holder| slot.is_none_or(|s| s == h.slot);
             let held = hs
                 .iter()
                 .filter(slot_ok)
-                .find(|h| h.row.version == token)
+                .find(|h| h.token == *token)
                 .or_else(|| {
                     // A renew sent again after its answer was lost carries the token
                     // that renew replaced: its owner still holds the permit. Only the
                     // owner, and only an older token of the same slot.
-                    let owner = op.owner.as_deref().filter(|_| op.kind == LockKind::Renew)?;
-                    hs.iter().filter(slot_ok).find(|h| {
-                        h.row.version > token
-                            && h.info.get("owner").and_then(Value::as_str) == Some(owner)
-                    })
+                    let owner = owner.as_deref()?;
+                    hs.iter()
+                        .filter(slot_ok)
+                        .find(|h| h.token > *token && h.info.owner.as_deref() == Some(owner))
                 });
-            match (held, &op.kind) {
-                (Some(h), LockKind::Renew) => {
+            match held {
+                Some(h) => {
                     let mut info = h.info.clone();
-                    info["renewedAt"] = now.clone().into();
-                    if let Some(o) = &op.owner {
-                        info["owner"] = o.clone().into();
+                    info.renewed_at = Some(now);
+                    if let Some(o) = owner {
+                        info.owner = Some(o.clone());
                     }
-                    let w = write_op(
-                        KvKind::Put,
-                        name,
-                        h.slot,
-                        op.ttl_seconds,
-                        Some(info),
-                        Some(h.row.version),
-                    );
-                    let a = kv::apply(tx, tenant, &w)?;
-                    let token = a.result.get("version").and_then(Value::as_u64).unwrap_or(0);
-                    json!({"renewed": true, "slot": h.slot, "token": token, "guard": guard(name, h.slot, token)})
+                    let w = write_op(name, h.slot, *ttl_seconds, &info, Some(h.token));
+                    let token = token_of(&kv::apply(tx, tenant, &w)?);
+                    LockResult::Renewed {
+                        slot: h.slot,
+                        token,
+                        guard: guard(name, h.slot, token),
+                    }
                 }
-                (Some(h), _) => {
-                    let mut w = KvOp::new(KvKind::Delete, NAMESPACE, &slot_key(name, h.slot));
-                    w.expect = Some(token);
-                    kv::apply(tx, tenant, &w)?;
-                    json!({"released": true, "slot": h.slot})
-                }
-                (None, LockKind::Renew) => {
-                    json!({"renewed": false, "reason": "lost", "slot": op.slot,
-                                                 "holders": holder_list(&hs, false)})
-                }
-                (None, _) => json!({"released": false, "reason": "lost", "slot": op.slot}),
+                None => LockResult::Lost {
+                    slot: *slot,
+                    holders: Some(hs),
+                },
             }
         }
-        LockKind::Get => json!({"held": !hs.is_empty(), "holders": holder_list(&hs, true)}),
-    };
-    let m = out.as_object_mut().expect("an object");
-    m.insert(
-        "op".into(),
-        match op.kind {
-            LockKind::Acquire => "acquire",
-            LockKind::Renew => "renew",
-            LockKind::Release => "release",
-            LockKind::Get => "get",
+        LockAction::Release { token, slot } => {
+            let held = hs
+                .iter()
+                .filter(|h| slot.is_none_or(|s| s == h.slot))
+                .find(|h| h.token == *token);
+            match held {
+                Some(h) => {
+                    let w = KvOp::Delete {
+                        ns: NAMESPACE.to_string(),
+                        key: slot_key(name, h.slot),
+                        expect: Some(*token),
+                        required: false,
+                    };
+                    kv::apply(tx, tenant, &w)?;
+                    LockResult::Released { slot: h.slot }
+                }
+                None => LockResult::Lost {
+                    slot: *slot,
+                    holders: None,
+                },
+            }
         }
-        .into(),
-    );
-    m.insert("name".into(), name.into());
-    Ok(std::mem::take(m))
+        LockAction::Get => LockResult::Holders(hs),
+    })
 }

@@ -35,16 +35,11 @@ use crate::clock::Clock;
 use crate::error::EngineError;
 use crate::store::DbHandle;
 use crate::store::records::QueueRecord;
-use writer::{StatsSnapshot, Writer, WriterThread};
 use notify::Wakers;
+use writer::{StatsSnapshot, Writer, WriterThread};
 
-/// Applies one operation of a standalone call and answers its result fields.
-type ApplyOp<O> =
-    fn(
-        &mut crate::store::Tx,
-        &str,
-        &O,
-    ) -> Result<serde_json::Map<String, serde_json::Value>, crate::store::StoreError>;
+/// Applies one operation of a standalone call and answers its typed result.
+type ApplyOp<O, R> = fn(&mut crate::store::Tx, &str, &O) -> Result<R, crate::store::StoreError>;
 
 /// The competing-consumers group: one shared cursor per partition.
 pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
@@ -389,16 +384,12 @@ impl Engine {
     }
 
     /// Runs a standalone KV call.
-    pub async fn kv(
-        &self,
-        tenant: &str,
-        ops: Vec<kv::KvOp>,
-    ) -> Result<serde_json::Value, EngineError> {
+    pub async fn kv(&self, tenant: &str, ops: Vec<kv::KvOp>) -> Result<kv::KvCall, EngineError> {
         let tenant = tenant.to_string();
         self.shared
             .writer
             .submit(move |tx| {
-                if ops.iter().any(|op| op.kind.adds_data()) {
+                if ops.iter().any(|op| op.kind().adds_data()) {
                     tx.ensure_room()?;
                 }
                 Ok(kv::run_standalone(tx, &tenant, &ops)?)
@@ -411,7 +402,7 @@ impl Engine {
         &self,
         tenant: &str,
         ops: Vec<timers::TimerOp>,
-    ) -> Result<Vec<serde_json::Value>, EngineError> {
+    ) -> Result<Vec<timers::TimerResult>, EngineError> {
         let adds = ops.iter().any(|op| op.kind.adds_data());
         self.each(tenant, ops, adds, timers::apply).await
     }
@@ -424,14 +415,20 @@ impl Engine {
         key: Option<String>,
         after: Option<String>,
         limit: usize,
-    ) -> Result<serde_json::Value, EngineError> {
+    ) -> Result<timers::TimerRead, EngineError> {
         let (tenant, queue) = (tenant.to_string(), queue.to_string());
         self.shared
             .writer
             .submit(move |tx| {
                 Ok(match key {
-                    Some(k) => timers::peek(tx, &tenant, &queue, &k)?,
-                    None => timers::list(tx, &tenant, &queue, after.as_deref(), limit)?,
+                    Some(k) => timers::TimerRead::One(timers::get(tx, &tenant, &queue, &k)?),
+                    None => timers::TimerRead::Page(timers::list(
+                        tx,
+                        &tenant,
+                        &queue,
+                        after.as_deref(),
+                        limit,
+                    )?),
                 })
             })
             .await
@@ -442,20 +439,20 @@ impl Engine {
         &self,
         tenant: &str,
         ops: Vec<locks::LockOp>,
-    ) -> Result<Vec<serde_json::Value>, EngineError> {
+    ) -> Result<Vec<locks::LockResult>, EngineError> {
         // Locks are small and short-lived, and a worker may need one to drain: no cap.
         self.each(tenant, ops, false, locks::apply).await
     }
 
-    /// Applies every op in one command and answers one result per op with its `index`.
+    /// Applies every op in one command and answers one result per op, in order.
     /// `adds_data`: the ops store new data, so the storage cap applies.
-    async fn each<O: Send + Sync + 'static>(
+    async fn each<O: Send + Sync + 'static, R: Send + 'static>(
         &self,
         tenant: &str,
         ops: Vec<O>,
         adds_data: bool,
-        apply: ApplyOp<O>,
-    ) -> Result<Vec<serde_json::Value>, EngineError> {
+        apply: ApplyOp<O, R>,
+    ) -> Result<Vec<R>, EngineError> {
         let tenant = tenant.to_string();
         self.shared
             .writer
@@ -464,10 +461,8 @@ impl Engine {
                     tx.ensure_room()?;
                 }
                 let mut out = Vec::with_capacity(ops.len());
-                for (i, op) in ops.iter().enumerate() {
-                    let mut r = apply(tx, &tenant, op)?;
-                    r.insert("index".into(), i.into());
-                    out.push(serde_json::Value::Object(r));
+                for op in &ops {
+                    out.push(apply(tx, &tenant, op)?);
                 }
                 Ok(out)
             })

@@ -4,15 +4,13 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
 
 use super::ids;
 use super::push::{NewMessage, append};
-use super::queues::{DEFAULT_PARTITION, check_name};
-use crate::clock::{Micros, format_iso};
+use crate::clock::Micros;
 use crate::error::EngineError;
-use crate::fields::Obj;
 use crate::store::keys::{Key, KeyReader};
 use crate::store::records::decode;
 use crate::store::{StoreError, T, Tx};
@@ -92,104 +90,12 @@ pub struct TimerOp {
     pub encrypted: bool,
 }
 
-/// Fields the broker owns: a request that carries one is refused.
-const BROKER_OWNED: &[&str] = &[
-    "producerSub",
-    "messageId",
-    "deliverAt",
-    "delaySeconds",
-    "attempts",
-    "tenant",
-    "tenantId",
-    "tenantSub",
-];
-
 fn bad(code: &'static str, message: String) -> EngineError {
-    EngineError::Coded {
-        status: 400,
-        code,
-        message,
-        reason: None,
+    if code == "timers_bad_request" {
+        EngineError::TimersBadRequest(message)
+    } else {
+        EngineError::BadRequest(message)
     }
-}
-
-/// Parses one timer operation; `code` is the 400's code (`bad_request` in a
-/// transaction, `timers_bad_request` standalone).
-pub fn parse_op(v: &Value, path: &str, code: &'static str) -> Result<TimerOp, EngineError> {
-    let o = Obj::of(v, path).map_err(|m| bad(code, m))?;
-    for field in o.map.keys() {
-        if field.starts_with('_') || BROKER_OWNED.contains(&field.as_str()) {
-            return Err(bad(
-                code,
-                format!("{path}.{field} is owned by the broker and may not be sent"),
-            ));
-        }
-    }
-    let op = o.req_str("op").map_err(|m| bad(code, m))?;
-    let kind = match op {
-        "schedule" => TimerKind::Schedule,
-        "reschedule" => TimerKind::Reschedule,
-        "cancel" => TimerKind::Cancel,
-        other => {
-            return Err(bad(
-                code,
-                format!("{path}.op: unknown timer operation {other:?}"),
-            ));
-        }
-    };
-    let queue = o.req_str("queue").map_err(|m| bad(code, m))?.to_string();
-    check_name("queue", &queue)?;
-    let timer_key = o.req_str("timerKey").map_err(|m| bad(code, m))?.to_string();
-    if timer_key.is_empty() || timer_key.len() > 1024 {
-        return Err(bad(
-            code,
-            format!("{path}.timerKey must be 1 to 1024 bytes"),
-        ));
-    }
-    let partition = o
-        .str("partition")
-        .map_err(|m| bad(code, m))?
-        .unwrap_or(DEFAULT_PARTITION)
-        .to_string();
-    check_name("partition", &partition)?;
-    let txn = o.str("txn").map_err(|m| bad(code, m))?.map(str::to_string);
-    if txn
-        .as_ref()
-        .is_some_and(|t| t.len() > super::push::MAX_TRANSACTION_ID_BYTES)
-    {
-        return Err(bad(code, format!("{path}.txn is over 65,535 bytes")));
-    }
-    let mut out = TimerOp {
-        kind,
-        queue,
-        timer_key,
-        payload: String::new(),
-        payload_len: 0,
-        delay_ms: 0,
-        txn,
-        partition,
-        zstd: o
-            .bool("payloadZstd")
-            .map_err(|m| bad(code, m))?
-            .unwrap_or(false),
-        encrypted: o
-            .bool("encrypted")
-            .map_err(|m| bad(code, m))?
-            .unwrap_or(false),
-    };
-    if kind != TimerKind::Cancel {
-        let payload = o.req_str("payload").map_err(|m| bad(code, m))?;
-        let bytes = B64
-            .decode(payload)
-            .map_err(|e| bad(code, format!("{path}.payload must be base64: {e}")))?;
-        out.payload = payload.to_string();
-        out.payload_len = bytes.len();
-        out.delay_ms = o
-            .int("delayMs")
-            .map_err(|m| bad(code, m))?
-            .ok_or_else(|| bad(code, format!("{path}.delayMs is required")))?;
-    }
-    Ok(out)
 }
 
 /// Checks a call's operations together: one `(queue, timerKey)` per call; standalone
@@ -229,12 +135,9 @@ pub fn check_call(ops: &[TimerOp], standalone: bool, horizon_s: i64) -> Result<(
             )));
         }
         if op.kind != TimerKind::Cancel && op.delay_ms > horizon_s.saturating_mul(1000) {
-            return Err(EngineError::Coded {
-                status: 403,
-                code: "timer_horizon_exceeded",
-                message: format!("operations[{i}].delayMs reaches past the {horizon_s} s horizon"),
-                reason: None,
-            });
+            return Err(EngineError::TimerHorizonExceeded(format!(
+                "operations[{i}].delayMs reaches past the {horizon_s} s horizon"
+            )));
         }
     }
     Ok(())
@@ -270,35 +173,71 @@ fn remove(tx: &mut Tx, tenant: &str, queue: &str, key: &str, rec: &TimerRecord) 
     tx.delete(T::TimerDue, due_key(rec.deliver_at, tenant, queue, key));
 }
 
-fn result(status: &str, ok: bool, op: &TimerOp, rec: Option<&TimerRecord>) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("ok".into(), ok.into());
-    m.insert("status".into(), status.into());
-    m.insert("queue".into(), op.queue.clone().into());
-    m.insert("timerKey".into(), op.timer_key.clone().into());
-    match rec {
-        Some(r) => {
-            m.insert("txn".into(), r.txn.clone().into());
-            m.insert("messageId".into(), r.message_id.clone().into());
-            m.insert("deliverAt".into(), format_iso(r.deliver_at).into());
-        }
-        None => {
-            m.insert("txn".into(), op.txn.clone().into());
-        }
-    }
-    m
+/// What a timer operation did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerStatus {
+    /// A new timer is pending.
+    Scheduled,
+    /// A pending timer of the key was replaced.
+    Rescheduled,
+    /// The pending timer was removed.
+    Cancelled,
+    /// No pending timer of the key (and owner) to cancel.
+    Absent,
 }
 
-/// Applies one operation and answers its result fields (no `index`).
-pub fn apply(tx: &mut Tx, tenant: &str, op: &TimerOp) -> Result<Map<String, Value>, StoreError> {
+impl TimerStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Rescheduled => "rescheduled",
+            Self::Cancelled => "cancelled",
+            Self::Absent => "absent",
+        }
+    }
+
+    /// Whether the operation took effect.
+    pub fn ok(self) -> bool {
+        !matches!(self, Self::Absent)
+    }
+}
+
+/// The result of one timer operation.
+#[derive(Debug, Clone)]
+pub struct TimerResult {
+    /// What happened.
+    pub status: TimerStatus,
+    /// The queue.
+    pub queue: String,
+    /// The timer's key.
+    pub timer_key: String,
+    /// The owner sent (answered when no timer is concerned).
+    pub txn: Option<String>,
+    /// The timer set or cancelled.
+    pub record: Option<TimerRecord>,
+}
+
+fn result(status: TimerStatus, op: &TimerOp, rec: Option<TimerRecord>) -> TimerResult {
+    TimerResult {
+        status,
+        queue: op.queue.clone(),
+        timer_key: op.timer_key.clone(),
+        txn: op.txn.clone(),
+        record: rec,
+    }
+}
+
+/// Applies one operation.
+pub fn apply(tx: &mut Tx, tenant: &str, op: &TimerOp) -> Result<TimerResult, StoreError> {
     let existing = get(tx, tenant, &op.queue, &op.timer_key)?;
     if op.kind == TimerKind::Cancel {
         return Ok(match existing {
             Some(rec) if op.txn.as_ref().is_none_or(|t| *t == rec.txn) => {
                 remove(tx, tenant, &op.queue, &op.timer_key, &rec);
-                result("cancelled", true, op, Some(&rec))
+                result(TimerStatus::Cancelled, op, Some(rec))
             }
-            _ => result("absent", false, op, None),
+            _ => result(TimerStatus::Absent, op, None),
         });
     }
     if let Some(old) = &existing {
@@ -325,11 +264,11 @@ pub fn apply(tx: &mut Tx, tenant: &str, op: &TimerOp) -> Result<Map<String, Valu
         &(),
     );
     let status = if existing.is_some() {
-        "rescheduled"
+        TimerStatus::Rescheduled
     } else {
-        "scheduled"
+        TimerStatus::Scheduled
     };
-    Ok(result(status, true, op, Some(&rec)))
+    Ok(result(status, op, Some(rec)))
 }
 
 /// The message body a timer delivers: its payload as JSON when it is JSON, otherwise
@@ -390,24 +329,24 @@ pub fn fire_due(tx: &mut Tx) -> Result<usize, StoreError> {
     Ok(due.len())
 }
 
-/// The peek answer for `(queue, key)`.
-pub fn peek(tx: &Tx, tenant: &str, queue: &str, key: &str) -> Result<Value, StoreError> {
-    Ok(match get(tx, tenant, queue, key)? {
-        None => json!({"found": false, "queue": queue, "timerKey": key}),
-        Some(r) => json!({
-            "found": true,
-            "queue": queue,
-            "timerKey": key,
-            "deliverAt": format_iso(r.deliver_at),
-            "txn": r.txn,
-            "messageId": r.message_id,
-            "partition": r.partition,
-            "payload": r.payload,
-            "payloadZstd": r.zstd,
-            "encrypted": r.encrypted,
-            "attempts": r.attempts,
-        }),
-    })
+/// A page of a queue's pending timers.
+#[derive(Debug, Clone, Default)]
+pub struct TimerPage {
+    /// `(timer key, timer)` in key order.
+    pub rows: Vec<(String, TimerRecord)>,
+    /// More timers follow.
+    pub truncated: bool,
+    /// Where the next page starts, when truncated.
+    pub next_after: Option<String>,
+}
+
+/// A read of pending timers.
+#[derive(Debug, Clone)]
+pub enum TimerRead {
+    /// One timer by key; `None`: none pending.
+    One(Option<TimerRecord>),
+    /// A page of a queue's.
+    Page(TimerPage),
 }
 
 /// A page of a queue's pending timers, in key order after `after`.
@@ -417,7 +356,7 @@ pub fn list(
     queue: &str,
     after: Option<&str>,
     limit: usize,
-) -> Result<Value, StoreError> {
+) -> Result<TimerPage, StoreError> {
     let prefix = Key::tenant(tenant).str(queue).into_bytes();
     let start = match after {
         Some(a) => {
@@ -427,30 +366,20 @@ pub fn list(
         }
         None => prefix.clone(),
     };
-    let (mut rows, mut truncated, mut last) = (Vec::new(), false, None::<String>);
+    let mut page = TimerPage::default();
     tx.scan(T::Timers, &start, &prefix, |k, v| {
         let mut r = KeyReader::new(k);
         let (_, _, key) = (r.str(), r.str(), r.str());
         let Some(key) = key else { return Ok(true) };
-        if rows.len() == limit {
-            truncated = true;
+        if page.rows.len() == limit {
+            page.truncated = true;
             return Ok(false);
         }
-        let rec: TimerRecord = decode(v)?;
-        rows.push(json!({
-            "timerKey": key,
-            "deliverAt": format_iso(rec.deliver_at),
-            "txn": rec.txn,
-            "messageId": rec.message_id,
-            "partition": rec.partition,
-            "attempts": rec.attempts,
-        }));
-        last = Some(key);
+        page.rows.push((key, decode(v)?));
         Ok(true)
     })?;
-    Ok(json!({
-        "rows": rows,
-        "truncated": truncated,
-        "nextAfter": if truncated { last } else { None },
-    }))
+    if page.truncated {
+        page.next_after = page.rows.last().map(|(k, _)| k.clone());
+    }
+    Ok(page)
 }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::QUEUE_MODE;
 use super::ack::{self, Ack, parse_status};
@@ -20,8 +20,12 @@ use super::queues::{DEFAULT_PARTITION, PartitionEntry, check_name, partition_key
 use super::timers::{self, TimerOp};
 use crate::error::EngineError;
 use crate::fields::Obj;
+// The transaction's body is still parsed here; its KV elements already go through the
+// wire types of `http` until the transaction itself moves there.
+use crate::http::wire;
 use crate::store::records::PartitionRecord;
 use crate::store::{StoreError, T, Tx};
+use serde::Deserialize;
 
 /// Most positions in one call.
 pub const MAX_POSITIONS: usize = 16_384;
@@ -68,7 +72,7 @@ impl Transaction {
     /// storage cap applies; acks and positions alone always go through.
     pub fn adds_data(&self) -> bool {
         self.ops.iter().any(|op| matches!(op, TxnOp::Push(_)))
-            || self.kv.iter().any(|op| op.kind.adds_data())
+            || self.kv.iter().any(|op| op.kind().adds_data())
             || self.timers.iter().any(|op| op.kind.adds_data())
     }
 
@@ -120,12 +124,18 @@ pub fn parse(body: &Value) -> Result<Transaction, EngineError> {
         t.ops.push(parse_operation(v, i)?);
     }
     for (i, v) in kv.into_iter().flatten().enumerate() {
-        t.kv.push(kv::parse_op(v, &format!("kv[{i}]")).map_err(kv_refusal)?);
+        let op = wire::kv::KvOpWire::deserialize(v).map_err(|e| bad(format!("kv[{i}]: {e}")))?;
+        t.kv.push(
+            op.into_op(wire::kv::At("kv", Some(i)))
+                .map_err(kv_refusal)?,
+        );
     }
     kv::check_limits(&t.kv, kv::TRANSACTION).map_err(kv_refusal)?;
     for (i, v) in timers.into_iter().flatten().enumerate() {
+        let op = wire::timers::TimerOpWire::deserialize(v)
+            .map_err(|e| bad(format!("timers[{i}]: {e}")))?;
         t.timers
-            .push(timers::parse_op(v, &format!("timers[{i}]"), "bad_request")?);
+            .push(op.into_op(wire::kv::At("timers", Some(i)), EngineError::BadRequest)?);
     }
     timers::check_call(&t.timers, false, 0)?;
     let positions = positions.map(Vec::as_slice).unwrap_or_default();
@@ -411,9 +421,11 @@ pub fn run(tx: &mut Tx, tenant: &str, t: &Transaction, id: &str) -> Result<Value
     for (i, op) in t.kv.iter().enumerate() {
         let slot = kv_base + i;
         let a = kv::apply(tx, tenant, op)?;
-        if let (Some(lost), true) = (&a.lost, op.required) {
+        if let (Some(lost), true) = (a.lost(), op.required()) {
             let error = "QKV a required KV precondition failed; the transaction rolled back";
-            let extra = kv::precondition_body(slot, lost);
+            let mut extra =
+                serde_json::to_value(wire::kv::PreconditionWire::new(slot, lost)).expect("renders");
+            extra["ok"] = false.into();
             return Ok(rollback(
                 tx,
                 id,
@@ -422,22 +434,17 @@ pub fn run(tx: &mut Tx, tenant: &str, t: &Transaction, id: &str) -> Result<Value
                 Some(extra),
             ));
         }
-        results[slot] = finish(a.result, slot, i, "kv");
+        let rendered = wire::kv::result(op.kind(), &a).in_transaction(slot, i);
+        results[slot] = serde_json::to_value(rendered).expect("renders");
     }
 
     // 5. Timers.
     for (i, op) in t.timers.iter().enumerate() {
         let slot = timer_base + i;
         let r = timers::apply(tx, tenant, op)?;
-        results[slot] = finish(r, slot, i, "timer");
+        let rendered = wire::timers::result(&r).in_transaction(slot, i);
+        results[slot] = serde_json::to_value(rendered).expect("renders");
     }
 
     Ok(json!({ "transactionId": id, "success": true, "results": results }))
-}
-
-fn finish(mut m: Map<String, Value>, index: usize, op_index: usize, ty: &str) -> Value {
-    m.insert("opIndex".into(), op_index.into());
-    m.insert("index".into(), index.into());
-    m.insert("type".into(), ty.into());
-    Value::Object(m)
 }

@@ -58,19 +58,22 @@ impl From<EngineError> for ApiError {
                 retry_after: Some(1),
                 ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "retry", message)
             },
-            EngineError::Coded {
-                status,
-                code,
-                reason,
-                ..
-            } => ApiError {
-                reason,
-                ..ApiError::new(
-                    StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
-                    code,
-                    message,
-                )
+            EngineError::KvRefusal(r) if r.too_large => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+            }
+            EngineError::KvRefusal(r) => ApiError {
+                reason: Some(r.reason),
+                ..ApiError::new(StatusCode::BAD_REQUEST, "kv_bad_request", message)
             },
+            EngineError::TimersBadRequest(_) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "timers_bad_request", message)
+            }
+            EngineError::TimerHorizonExceeded(_) => {
+                ApiError::new(StatusCode::FORBIDDEN, "timer_horizon_exceeded", message)
+            }
+            EngineError::LocksBadRequest(_) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "locks_bad_request", message)
+            }
             EngineError::StorageFull(_) => ApiError {
                 // Space may come back (acks and deletes free it, an operator adds it).
                 retry_after: Some(5),

@@ -20,6 +20,16 @@ pub struct Json<T>(pub T);
 
 /// Parses `bytes` as one JSON object of type `T`.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    parse_json_with(bytes, ApiError::bad_request)
+}
+
+/// [`parse_json`] with the refusal of a body that is JSON but not of the shape of `T`
+/// built by `shape` from its text (a route with its own code, e.g. `kv_bad_request`).
+/// A body that is not portable JSON is still a plain `bad_request`.
+pub fn parse_json_with<T: DeserializeOwned>(
+    bytes: &[u8],
+    shape: impl Fn(String) -> ApiError,
+) -> Result<T, ApiError> {
     // Every body of the API is an object; serde would also read a struct from an array.
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(ApiError::bad_request("the body must be a JSON object"));
@@ -38,9 +48,9 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let path = e.path().to_string();
         let inner = e.into_inner();
         if path == "." {
-            ApiError::bad_request(format!("invalid JSON body: {inner}"))
+            shape(format!("invalid JSON body: {inner}"))
         } else {
-            ApiError::bad_request(format!("invalid JSON body at {path}: {inner}"))
+            shape(format!("invalid JSON body at {path}: {inner}"))
         }
     })?;
     de.end()
@@ -188,10 +198,30 @@ fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
 
 /// Parses a required body as [`Json`] does: present, then [`parse_json`].
 pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    parse_body_with(bytes, ApiError::bad_request)
+}
+
+/// [`parse_body`] with the shape refusal of [`parse_json_with`].
+pub fn parse_body_with<T: DeserializeOwned>(
+    bytes: &[u8],
+    shape: impl Fn(String) -> ApiError,
+) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request("a JSON body is required"));
     }
-    parse_json(bytes)
+    parse_json_with(bytes, shape)
+}
+
+/// A body's bytes, read under the body limit and deadline, for a handler that parses
+/// it with its own shape refusal ([`parse_body_with`]).
+pub struct Body(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Body {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        body_bytes(req, state).await.map(Body)
+    }
 }
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {

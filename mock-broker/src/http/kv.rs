@@ -1,90 +1,107 @@
 //! `POST /api/v1/kv` and its single-key shorthands.
 
 use axum::Json as AxumJson;
-use serde_json::{Map, Value};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::Caller;
 use super::error::ApiError;
-use super::extract::{Json, Params, PathParams};
-use crate::engine::kv::{self, KvRefusal};
+use super::extract::{Body, Params, PathParams, parse_body_with};
+use super::wire::kv::{At, KvBody, KvOpWire, KvResultWire, PreconditionBody, result};
+use super::wire::loose::{self, Loose};
+use crate::engine::kv::{self, KvCall, KvOp, KvRefusal};
 use crate::error::EngineError;
-use crate::fields;
 
 fn refused(r: KvRefusal) -> ApiError {
-    if r.too_large {
-        EngineError::PayloadTooLarge(r.message).into()
-    } else {
-        EngineError::Coded {
-            status: 400,
-            code: "kv_bad_request",
-            message: r.message,
-            reason: Some(r.reason),
-        }
-        .into()
-    }
+    EngineError::KvRefusal(r).into()
 }
 
 fn bad(m: String) -> ApiError {
-    refused(KvRefusal {
-        reason: "kv_bad_request",
-        message: m,
-        too_large: false,
-    })
+    refused(kv::refuse("kv_bad_request", m))
 }
 
-pub async fn kv(s: Caller, Json(body): Json<Value>) -> Result<AxumJson<Value>, ApiError> {
-    let ops = fields::operations(&body).map_err(bad)?;
+/// `{"results": [...]}` of a standalone call.
+#[derive(serde::Serialize)]
+struct Results<'a> {
+    results: Vec<KvResultWire<'a>>,
+}
+
+pub async fn kv(s: Caller, Body(bytes): Body) -> Result<Response, ApiError> {
+    let body: KvBody = parse_body_with(&bytes, bad)?;
+    let ops = body
+        .operations
+        .ok_or_else(|| bad("operations is required".to_string()))?;
     let ops = ops
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, v)| kv::parse_op(v, &format!("operations[{i}]")))
+        .map(|(i, op)| op.into_op(At("operations", Some(i))))
         .collect::<Result<Vec<_>, _>>()
         .map_err(refused)?;
     kv::check_limits(&ops, kv::STANDALONE).map_err(refused)?;
-    Ok(AxumJson(s.engine.kv(s.tenant(), ops).await?))
-}
-
-/// Runs one op built from the path and returns its bare result (or the precondition
-/// body when a `required` op lost).
-async fn single(s: Caller, op: Map<String, Value>) -> Result<AxumJson<Value>, ApiError> {
-    let parsed = kv::parse_op(&Value::Object(op), "body").map_err(refused)?;
-    let out = s.engine.kv(s.tenant(), vec![parsed]).await?;
-    Ok(AxumJson(match out.get("results").and_then(|r| r.get(0)) {
-        Some(Value::Object(r)) => {
-            let mut r = r.clone();
-            r.remove("index");
-            Value::Object(r)
+    let kinds: Vec<_> = ops.iter().map(KvOp::kind).collect();
+    Ok(match s.engine.kv(s.tenant(), ops).await? {
+        KvCall::Done(rs) => {
+            let results = rs
+                .iter()
+                .zip(kinds)
+                .enumerate()
+                .map(|(i, (r, kind))| result(kind, r).at(i))
+                .collect();
+            AxumJson(Results { results }).into_response()
         }
-        _ => out,
-    }))
+        KvCall::Failed { failed_index, lost } => {
+            AxumJson(PreconditionBody::new(failed_index, &lost)).into_response()
+        }
+    })
 }
 
-fn base(op: &str, ns: String, key: String) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("op".into(), op.into());
-    m.insert("ns".into(), ns.into());
-    m.insert("key".into(), key.into());
-    m
+/// Runs one op built from the path and answers its bare result (or the precondition
+/// body when a `required` op lost).
+async fn single(s: Caller, op: KvOpWire) -> Result<Response, ApiError> {
+    let op = op.into_op(At("body", None)).map_err(refused)?;
+    let kind = op.kind();
+    Ok(match s.engine.kv(s.tenant(), vec![op]).await? {
+        KvCall::Done(rs) => AxumJson(result(kind, &rs[0])).into_response(),
+        KvCall::Failed { failed_index, lost } => {
+            AxumJson(PreconditionBody::new(failed_index, &lost)).into_response()
+        }
+    })
 }
 
 pub async fn get_one(
     s: Caller,
     PathParams((ns, key)): PathParams<(String, String)>,
-) -> Result<AxumJson<Value>, ApiError> {
-    single(s, base("get", ns, key)).await
+) -> Result<Response, ApiError> {
+    single(s, KvOpWire::single("get", ns, key)).await
+}
+
+/// The body of `PUT /api/v1/kv/{ns}/{key}`: the fields of a `put` the path leaves out.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PutOne {
+    #[serde(default, deserialize_with = "loose::present")]
+    value: Option<Value>,
+    ttl_seconds: Option<Loose<i64>>,
+    forever: Option<bool>,
+    expect: Option<Loose<u64>>,
+    required: Option<bool>,
 }
 
 pub async fn put_one(
     s: Caller,
     PathParams((ns, key)): PathParams<(String, String)>,
-    Json(body): Json<Map<String, Value>>,
-) -> Result<AxumJson<Value>, ApiError> {
-    let mut op = base("put", ns, key);
-    for field in ["value", "ttlSeconds", "forever", "expect", "required"] {
-        if let Some(v) = body.get(field) {
-            op.insert(field.into(), v.clone());
-        }
-    }
+    Body(bytes): Body,
+) -> Result<Response, ApiError> {
+    let body: PutOne = parse_body_with(&bytes, bad)?;
+    let op = KvOpWire {
+        value: body.value,
+        ttl_seconds: body.ttl_seconds,
+        forever: body.forever,
+        expect: body.expect,
+        required: body.required,
+        ..KvOpWire::single("put", ns, key)
+    };
     single(s, op).await
 }
 
@@ -92,14 +109,17 @@ pub async fn delete_one(
     s: Caller,
     PathParams((ns, key)): PathParams<(String, String)>,
     params: Params,
-) -> Result<AxumJson<Value>, ApiError> {
-    let mut op = base("delete", ns, key);
+) -> Result<Response, ApiError> {
     // The KV rules judge the value, so a bad one is `kv_bad_expect` as in the batch route.
-    if let Some(e) = params.get("expect") {
-        let v = e
-            .parse::<i64>()
-            .map_or_else(|_| Value::from(e), Value::from);
-        op.insert("expect".into(), v);
-    }
+    let expect = params.get("expect").map(|e| {
+        Loose::of(
+            e.parse::<i64>()
+                .map_or_else(|_| Value::from(e), Value::from),
+        )
+    });
+    let op = KvOpWire {
+        expect,
+        ..KvOpWire::single("delete", ns, key)
+    };
     single(s, op).await
 }

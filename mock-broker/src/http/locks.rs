@@ -1,27 +1,25 @@
 //! `POST /api/v1/locks`.
 
 use axum::Json as AxumJson;
-use serde_json::{Value, json};
+use axum::response::{IntoResponse, Response};
 
 use super::Caller;
 use super::error::ApiError;
-use super::extract::Json;
+use super::extract::{Body, parse_body_with};
+use super::wire::kv::At;
+use super::wire::locks::{LocksAnswer, LocksBody, result};
 use crate::engine::locks;
 use crate::error::EngineError;
-use crate::fields;
 
 fn bad(m: String) -> ApiError {
-    EngineError::Coded {
-        status: 400,
-        code: "locks_bad_request",
-        message: m,
-        reason: None,
-    }
-    .into()
+    EngineError::LocksBadRequest(m).into()
 }
 
-pub async fn locks(s: Caller, Json(body): Json<Value>) -> Result<AxumJson<Value>, ApiError> {
-    let ops = fields::operations(&body).map_err(bad)?;
+pub async fn locks(s: Caller, Body(bytes): Body) -> Result<Response, ApiError> {
+    let body: LocksBody = parse_body_with(&bytes, bad)?;
+    let ops = body
+        .operations
+        .ok_or_else(|| bad("operations is required".to_string()))?;
     if ops.len() > locks::MAX_OPS {
         return Err(bad(format!(
             "{} lock operations; the limit is {}",
@@ -30,10 +28,17 @@ pub async fn locks(s: Caller, Json(body): Json<Value>) -> Result<AxumJson<Value>
         )));
     }
     let ops = ops
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, v)| locks::parse_op(v, &format!("operations[{i}]")))
-        .collect::<Result<Vec<_>, _>>()?;
-    let results = s.engine.locks(s.tenant(), ops).await?;
-    Ok(AxumJson(json!({ "results": results })))
+        .map(|(i, op)| op.into_op(At("operations", Some(i))))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(bad)?;
+    let outcomes = s.engine.locks(s.tenant(), ops.clone()).await?;
+    let results = ops
+        .iter()
+        .zip(&outcomes)
+        .enumerate()
+        .map(|(i, (op, r))| result(i, op, r))
+        .collect();
+    Ok(AxumJson(LocksAnswer { results }).into_response())
 }

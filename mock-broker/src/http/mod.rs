@@ -13,6 +13,7 @@ mod resources;
 pub mod serve;
 mod timers;
 mod txn;
+pub mod wire;
 
 use std::sync::Arc;
 

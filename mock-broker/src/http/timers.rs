@@ -1,23 +1,18 @@
 //! `POST /api/v1/timers`, cancel, peek and list.
 
 use axum::Json as AxumJson;
-use serde_json::{Value, json};
+use axum::response::{IntoResponse, Response};
 
 use super::Caller;
 use super::error::ApiError;
-use super::extract::{Json, Params, PathParams};
-use crate::engine::timers::{self, DEFAULT_HORIZON_S};
+use super::extract::{Body, Params, PathParams, parse_body_with};
+use super::wire::kv::At;
+use super::wire::timers::{self as wire, TimerOpWire, TimersAnswer, TimersBody};
+use crate::engine::timers::{self, DEFAULT_HORIZON_S, TimerRead};
 use crate::error::EngineError;
-use crate::fields;
 
-fn bad(m: String) -> ApiError {
-    EngineError::Coded {
-        status: 400,
-        code: "timers_bad_request",
-        message: m,
-        reason: None,
-    }
-    .into()
+fn bad(m: String) -> EngineError {
+    EngineError::TimersBadRequest(m)
 }
 
 /// The standalone horizon: `QUEEN_TIMERS_MAX_HORIZON_S`, or 90 days.
@@ -28,68 +23,77 @@ fn horizon() -> i64 {
         .unwrap_or(DEFAULT_HORIZON_S)
 }
 
-pub async fn timers(s: Caller, Json(body): Json<Value>) -> Result<AxumJson<Value>, ApiError> {
-    let ops = fields::operations(&body).map_err(bad)?;
+pub async fn timers(s: Caller, Body(bytes): Body) -> Result<Response, ApiError> {
+    let body: TimersBody = parse_body_with(&bytes, |m| bad(m).into())?;
+    let ops = body
+        .operations
+        .ok_or_else(|| bad("operations is required".to_string()))?;
     if ops.len() > timers::MAX_OPS {
         return Err(bad(format!(
             "{} timer operations; the limit is {}",
             ops.len(),
             timers::MAX_OPS
-        )));
+        ))
+        .into());
     }
     let ops = ops
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, v)| timers::parse_op(v, &format!("operations[{i}]"), "timers_bad_request"))
+        .map(|(i, op)| op.into_op(At("operations", Some(i)), bad))
         .collect::<Result<Vec<_>, _>>()?;
     timers::check_call(&ops, true, horizon())?;
-    let results = s.engine.timers(s.tenant(), ops).await?;
-    Ok(AxumJson(json!({ "results": results })))
+    let out = s.engine.timers(s.tenant(), ops).await?;
+    let results = out
+        .iter()
+        .enumerate()
+        .map(|(i, r)| wire::result(r).at(i))
+        .collect();
+    Ok(AxumJson(TimersAnswer { results }).into_response())
 }
 
 pub async fn cancel(
     s: Caller,
     PathParams((queue, key)): PathParams<(String, String)>,
     params: Params,
-) -> Result<AxumJson<Value>, ApiError> {
-    let mut op = json!({"op": "cancel", "queue": queue, "timerKey": key});
-    if let Some(txn) = params.get("txn") {
-        op["txn"] = txn.into();
-    }
-    let op = timers::parse_op(&op, "request", "timers_bad_request")?;
-    let mut results = s.engine.timers(s.tenant(), vec![op]).await?;
-    let mut r = results.remove(0);
-    if let Some(m) = r.as_object_mut() {
-        m.remove("index");
-    }
-    Ok(AxumJson(r))
+) -> Result<Response, ApiError> {
+    let txn = params.get("txn").map(str::to_string);
+    let op = TimerOpWire::cancel(queue, key, txn).into_op(At("request", None), bad)?;
+    let out = s.engine.timers(s.tenant(), vec![op]).await?;
+    Ok(AxumJson(wire::result(&out[0])).into_response())
 }
 
 pub async fn peek(
     s: Caller,
     PathParams((queue, key)): PathParams<(String, String)>,
-) -> Result<AxumJson<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     // The rules of an operation on the same key: a queue or key no call could schedule
     // is refused, not reported absent.
-    let op = json!({"op": "cancel", "queue": queue, "timerKey": key});
-    timers::parse_op(&op, "request", "timers_bad_request")?;
+    TimerOpWire::cancel(queue.clone(), key.clone(), None).into_op(At("request", None), bad)?;
     let out = s
         .engine
-        .timer_read(s.tenant(), &queue, Some(key), None, 0)
+        .timer_read(s.tenant(), &queue, Some(key.clone()), None, 0)
         .await?;
-    Ok(AxumJson(out))
+    let rec = match &out {
+        TimerRead::One(rec) => rec.as_ref(),
+        TimerRead::Page(_) => None,
+    };
+    Ok(AxumJson(wire::peek(&queue, &key, rec)).into_response())
 }
 
 pub async fn list(
     s: Caller,
     PathParams(queue): PathParams<String>,
     params: Params,
-) -> Result<AxumJson<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let limit = params.int("limit", 100, 1, 1000)? as usize;
     let after = params.get("after").map(str::to_string);
     let out = s
         .engine
         .timer_read(s.tenant(), &queue, None, after, limit)
         .await?;
-    Ok(AxumJson(out))
+    let page = match out {
+        TimerRead::Page(p) => p,
+        TimerRead::One(_) => Default::default(),
+    };
+    Ok(AxumJson(wire::page(&page)).into_response())
 }
