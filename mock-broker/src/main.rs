@@ -4,10 +4,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Parser;
-use queen_mock_broker::MockBroker;
 use queen_mock_broker::auth::Auth;
+use queen_mock_broker::{MockBroker, StartError};
 use tracing_subscriber::EnvFilter;
 
 /// Every request allocates on one tokio worker and frees on another or on the writer
@@ -113,7 +112,14 @@ async fn main() -> anyhow::Result<()> {
     } else {
         tracing::info!("authentication off (local use): every call acts as the default tenant");
     }
-    let broker = builder.start().await.context("starting the broker")?;
+    let broker = match builder.start().await {
+        Ok(b) => b,
+        Err(e) => {
+            // One line, no backtrace: this is the operator's problem to read, not ours.
+            eprintln!("queen-mock-broker: {}", start_failure(&e, &args));
+            std::process::exit(2);
+        }
+    };
     println!("queen-mock-broker listening on {}", broker.url());
 
     shutdown_signal().await;
@@ -121,6 +127,18 @@ async fn main() -> anyhow::Result<()> {
     broker.shutdown().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Why the broker did not start, in one line, with the way out.
+fn start_failure(e: &StartError, args: &Args) -> String {
+    match e {
+        StartError::Storage(s) if !args.in_memory => format!(
+            "cannot open the data file {}: {s}. If it is damaged or truncated, restore it \
+             from a backup, or move it away (or pass another --data) to start empty",
+            args.data.display()
+        ),
+        other => other.to_string(),
+    }
 }
 
 /// Parses a byte count such as `500000`, `64M` or `2GiB`.
