@@ -7,9 +7,6 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
-use hmac::{KeyInit, Mac};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -199,38 +196,38 @@ fn bad(why: &str) -> Denied {
     Denied::Unauthenticated(format!("invalid token: {why}"))
 }
 
+/// Seconds of clock skew tolerated on `exp` and `nbf` (a token that expired this long
+/// ago, or becomes valid this soon, is still taken).
+pub const JWT_LEEWAY_SECS: i64 = 5;
+
+/// Verifies an HS256 JWT with the `jsonwebtoken` crate (signature, algorithm, shape)
+/// and checks `exp` and `nbf` against `now`, the broker's clock rather than the system
+/// clock the crate would read, so a test's manual clock governs expiry too.
 fn verify_jwt(token: &str, secret: &[u8], now: i64) -> Result<Identity, Denied> {
-    let mut parts = token.split('.');
-    let (Some(h), Some(p), Some(s)) = (parts.next(), parts.next(), parts.next()) else {
-        return Err(bad("not a JWT"));
+    use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
+    let mut v = Validation::new(Algorithm::HS256);
+    v.validate_exp = false;
+    v.validate_nbf = false;
+    v.validate_aud = false;
+    v.required_spec_claims.clear();
+    let key = DecodingKey::from_secret(secret).map_err(|e| bad(&e.to_string()))?;
+    let claims = decode::<Value>(token, &key, &v)
+        .map_err(|e| bad(&e.to_string()))?
+        .claims;
+    let time = |name: &str| -> Result<Option<i64>, Denied> {
+        claims
+            .get(name)
+            .map(|t| {
+                t.as_i64()
+                    .ok_or_else(|| bad(&format!("{name} is not a number")))
+            })
+            .transpose()
     };
-    let header: Value = B64URL
-        .decode(h)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or_else(|| bad("undecodable header"))?;
-    if header.get("alg").and_then(Value::as_str) != Some("HS256") {
-        return Err(bad("only HS256 is accepted"));
+    if time("exp")?.is_some_and(|exp| exp + JWT_LEEWAY_SECS <= now) {
+        return Err(bad("expired"));
     }
-    let sig = B64URL.decode(s).map_err(|_| bad("undecodable signature"))?;
-    let mut mac =
-        hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).map_err(|_| bad("bad secret"))?;
-    mac.update(h.as_bytes());
-    mac.update(b".");
-    mac.update(p.as_bytes());
-    // Constant-time comparison.
-    mac.verify_slice(&sig)
-        .map_err(|_| bad("signature does not verify"))?;
-    let claims: Value = B64URL
-        .decode(p)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or_else(|| bad("undecodable claims"))?;
-    if let Some(exp) = claims.get("exp") {
-        let exp = exp.as_i64().ok_or_else(|| bad("exp is not a number"))?;
-        if exp <= now {
-            return Err(bad("expired"));
-        }
+    if time("nbf")?.is_some_and(|nbf| nbf - JWT_LEEWAY_SECS > now) {
+        return Err(bad("not valid yet (nbf)"));
     }
     let mut roles: Vec<Role> = Vec::new();
     if let Some(r) = claims.get("role").and_then(Value::as_str) {
@@ -283,19 +280,16 @@ pub fn required_role(method: &str, path: &str) -> Option<Role> {
 /// assert_eq!(who.role, Role::Admin);
 /// ```
 pub fn sign_jwt(secret: &[u8], claims: &Value) -> String {
-    let h = B64URL.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
-    let p = B64URL.encode(claims.to_string());
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).expect("any key length");
-    mac.update(h.as_bytes());
-    mac.update(b".");
-    mac.update(p.as_bytes());
-    let s = B64URL.encode(mac.finalize().into_bytes());
-    format!("{h}.{p}.{s}")
+    use jsonwebtoken::{EncodingKey, Header, encode};
+    let key = EncodingKey::from_secret(secret).expect("a usable HS256 secret");
+    encode(&Header::default(), claims, &key).expect("HS256 signs any JSON claims")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
     use serde_json::json;
 
     #[test]
@@ -317,7 +311,12 @@ mod tests {
             }
         );
         assert!(
-            auth.authenticate(Some(&format!("Bearer {ok}")), 1000)
+            auth.authenticate(Some(&format!("Bearer {ok}")), 1000 + JWT_LEEWAY_SECS - 1)
+                .is_ok(),
+            "within the leeway"
+        );
+        assert!(
+            auth.authenticate(Some(&format!("Bearer {ok}")), 1000 + JWT_LEEWAY_SECS)
                 .is_err(),
             "expired"
         );
@@ -338,6 +337,57 @@ mod tests {
             auth.authenticate(Some(&format!("Bearer {no_role}")), 0)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn nbf_is_honoured_with_the_leeway_and_other_algorithms_are_refused() {
+        let auth = Auth::new().jwt_secret(b"secret".to_vec());
+        let later = sign_jwt(b"secret", &json!({"role": "admin", "nbf": 2000}));
+        let at = |now| auth.authenticate(Some(&format!("Bearer {later}")), now);
+        assert!(at(2000 - JWT_LEEWAY_SECS - 1).is_err(), "not valid yet");
+        assert!(at(2000 - JWT_LEEWAY_SECS).is_ok());
+        // An HS512 token with the right secret is still refused: HS256 only.
+        let hs512 = jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS512),
+            &json!({"role": "admin"}),
+            &jsonwebtoken::EncodingKey::from_secret(b"secret").unwrap(),
+        )
+        .unwrap();
+        assert!(
+            auth.authenticate(Some(&format!("Bearer {hs512}")), 0)
+                .is_err()
+        );
+        // `alg: none` is never accepted.
+        let none = format!(
+            "{}.{}.",
+            B64URL.encode(br#"{"alg":"none","typ":"JWT"}"#),
+            B64URL.encode(br#"{"role":"admin"}"#)
+        );
+        assert!(
+            auth.authenticate(Some(&format!("Bearer {none}")), 0)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn the_jwt_io_test_vector_verifies_and_is_then_refused_for_its_missing_role() {
+        // The HS256 example token of jwt.io, signed with "your-256-bit-secret".
+        let token = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c";
+        let right = Auth::new().jwt_secret(b"your-256-bit-secret".to_vec());
+        let err = right
+            .authenticate(Some(&format!("Bearer {token}")), 0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("no known role claim"),
+            "the signature verified: {err}"
+        );
+        let wrong = Auth::new().jwt_secret(b"another-secret".to_vec());
+        let err = wrong
+            .authenticate(Some(&format!("Bearer {token}")), 0)
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("role"), "refused at the signature: {err}");
     }
 
     #[test]

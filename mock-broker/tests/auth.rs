@@ -194,7 +194,8 @@ async fn hs256_jwts_carry_role_tenant_and_expiry() {
     );
     let expired = sign_jwt(
         SECRET,
-        &json!({"role": "admin", "tenant": "acme", "exp": now - 1}),
+        // Past the leeway allowed for clock skew.
+        &json!({"role": "admin", "tenant": "acme", "exp": now - 1 - queen_mock_broker::auth::JWT_LEEWAY_SECS}),
     );
     assert_eq!(
         call(&b, Method::GET, "/api/v1/dlq", Some(&expired), None)
