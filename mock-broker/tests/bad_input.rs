@@ -180,3 +180,51 @@ async fn malformed_acks_extends_and_seeks_are_400() {
         refused(&h, before, res, 400, "bad_request").await;
     }
 }
+
+#[tokio::test]
+async fn a_body_that_says_it_is_not_json_is_415_and_stores_nothing() {
+    let h = Harness::new().await;
+    let before = h.broker.stats().commits;
+    let body = r#"{"items": [{"queue": "q", "payload": 1}]}"#;
+    for ct in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "application/xml",
+    ] {
+        let res = h
+            .http
+            .post(h.url("/api/v1/push"))
+            .header("content-type", ct)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 415, "{ct}");
+        let b: Value = res.json().await.unwrap();
+        assert_eq!(b["code"], "unsupported_media_type", "{b}");
+        assert!(b["error"].as_str().unwrap().contains(ct), "{b}");
+    }
+    assert_eq!(h.broker.stats().commits, before, "nothing written");
+    // JSON with parameters, a +json type, no type at all: all taken.
+    for ct in [
+        Some("application/json; charset=utf-8"),
+        Some("application/vnd.queen+json"),
+        None,
+    ] {
+        let mut req = h.http.post(h.url("/api/v1/push")).body(body);
+        if let Some(ct) = ct {
+            req = req.header("content-type", ct);
+        }
+        assert_eq!(req.send().await.unwrap().status().as_u16(), 201, "{ct:?}");
+    }
+    // An empty body under any type (a lease extension) is not refused for its type.
+    let res = h
+        .http
+        .post(h.url("/api/v1/lease/nope/extend"))
+        .header("content-type", "text/plain")
+        .header("content-length", "0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+}

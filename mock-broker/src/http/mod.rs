@@ -20,7 +20,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -85,6 +85,9 @@ async fn gate(State(s): State<AppState>, mut req: Request, next: Next) -> Respon
     if s.engine.is_closing() {
         return closing();
     }
+    if let Some(refused) = not_json(&req) {
+        return refused.into_response();
+    }
     let Some(auth) = &s.auth else {
         return next.run(req).await;
     };
@@ -118,6 +121,38 @@ async fn gate(State(s): State<AppState>, mut req: Request, next: Next) -> Respon
     }
     req.extensions_mut().insert(identity);
     next.run(req).await
+}
+
+/// Refuses a body that says it is not JSON (415 `unsupported_media_type`): every body
+/// this broker takes is JSON. A body without a `Content-Type` is read as JSON (some
+/// clients send none), and so is an empty one whatever it says (a lease extension).
+fn not_json(req: &Request) -> Option<ApiError> {
+    if !matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH) {
+        return None;
+    }
+    let ct = req
+        .headers()
+        .get(header::CONTENT_TYPE)?
+        .to_str()
+        .unwrap_or("");
+    let media = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let json = media == "application/json" || media.ends_with("+json");
+    let empty = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .is_some_and(|l| l.as_bytes() == b"0");
+    (!json && !empty).then(|| {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!("the body must be JSON (Content-Type: application/json), not {ct:?}"),
+        )
+    })
 }
 
 /// The answer to a request that arrives while the broker stops.
