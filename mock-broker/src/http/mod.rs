@@ -86,6 +86,16 @@ async fn gate(State(s): State<AppState>, mut req: Request, next: Next) -> Respon
         return closing();
     }
     if let Some(refused) = not_json(&req) {
+        // Read the body away first (up to the body limit, without keeping it): a client
+        // still writing it would otherwise meet a closed connection, not this answer.
+        let mut body = req.into_body().into_data_stream();
+        let mut read = 0usize;
+        while let Some(Ok(chunk)) = futures::StreamExt::next(&mut body).await {
+            read += chunk.len();
+            if read > extract::MAX_BODY_BYTES {
+                break;
+            }
+        }
         return refused.into_response();
     }
     let Some(auth) = &s.auth else {
