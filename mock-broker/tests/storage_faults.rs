@@ -138,8 +138,22 @@ async fn a_full_disk_is_507_reads_go_on_health_degrades_and_writes_return_withou
     assert_eq!(q["totals"]["total"], acked.len(), "{q}");
     let (s, _, _) = c.get("/api/v1/dlq?queue=q").await;
     assert_eq!(s, StatusCode::OK);
+    // A pop writes a lease: it goes through when the commit fits in the pages the file
+    // already has, and is refused like any write (507, nothing applied) when it does
+    // not. Either way a clear answer, never a 500.
+    let (s, p, _) = c.get("/api/v1/pop/queue/q?batch=1").await;
+    eprintln!("pop while full: {s} {p}");
+    assert!(
+        [StatusCode::OK, StatusCode::INSUFFICIENT_STORAGE].contains(&s),
+        "{s}: {p}"
+    );
+    let popped = s == StatusCode::OK;
 
     faults.heal();
+    if !popped {
+        let (s, p, _) = c.get("/api/v1/pop/queue/q?batch=1").await;
+        assert_eq!(s, StatusCode::OK, "{p}");
+    }
     assert_eq!(
         c.push("after", 8).await.0,
         StatusCode::CREATED,
