@@ -1,8 +1,8 @@
 //! The broker's cost of reading a transaction before the writer sees it: the body's
-//! bytes parsed as JSON by the same function the HTTP extractor uses
-//! (`http::extract::parse_json`) and then checked and turned into an
-//! `engine::txn::Transaction` by `txn::parse` (every rule of `spec/transaction.md`
-//! that needs no storage). Two bodies: the seed step (ack, push, KV put, `putIfAbsent`
+//! bytes parsed by the route's own function (`http::parse_transaction`: the JSON rules,
+//! then one typed serde pass into the wire shape) and checked into an
+//! `engine::txn::Transaction` (every rule of `spec/transaction.md` that needs no
+//! storage). Two bodies: the seed step (ack, push, KV put, `putIfAbsent`
 //! gate, timer) and an `ack-push` step. The bare `serde_json::from_slice` into a
 //! `Value` of the same bytes is measured beside them: the share validation adds.
 //!
@@ -12,8 +12,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use queen_mock_broker::engine::txn;
-use queen_mock_broker::http::extract::parse_json;
+use queen_mock_broker::http::parse_transaction;
 use serde_json::{Value, json};
 
 /// The `ack-push` step: the seed's ack and receipt push, fenced by the lease.
@@ -56,10 +55,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| black_box(serde_json::from_slice::<Value>(black_box(&body)).expect("JSON")))
         });
         g.bench_function(format!("{name}/parse_and_validate"), |b| {
-            b.iter(|| {
-                let v: Value = parse_json(black_box(&body)).expect("a JSON object");
-                black_box(txn::parse(&v).expect("a valid transaction"))
-            })
+            b.iter(|| black_box(parse_transaction(black_box(&body)).expect("a valid transaction")))
         });
     }
     g.finish();

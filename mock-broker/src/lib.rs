@@ -35,7 +35,6 @@ pub mod broker;
 pub mod clock;
 pub mod engine;
 pub mod error;
-pub mod fields;
 pub mod harness;
 pub mod http;
 pub mod store;

@@ -31,7 +31,7 @@ pub struct KvRow {
 }
 
 /// The operations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum KvKind {
     /// Read one key.
     Get,
@@ -387,7 +387,7 @@ pub fn check_limits(ops: &[KvOp], limits: Limits) -> Result<(), KvRefusal> {
 }
 
 /// Why a precondition lost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LostReason {
     /// The row exists (`putIfAbsent`, or `expect: 0`).
     Exists,
@@ -415,7 +415,7 @@ impl LostReason {
 }
 
 /// A lost precondition.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Lost {
     /// Why.
     pub reason: LostReason,
@@ -423,8 +423,9 @@ pub struct Lost {
     pub current: Option<KvRow>,
 }
 
-/// What one operation did.
-#[derive(Debug, Clone)]
+/// What one operation did (kept in a transaction's request record, so it is stored
+/// as well as answered).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum KvResult {
     /// A `get`: the live row, if any.
     Found {

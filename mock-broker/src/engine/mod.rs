@@ -333,7 +333,7 @@ impl Engine {
         &self,
         tenant: &str,
         t: txn::Transaction,
-    ) -> Result<serde_json::Value, EngineError> {
+    ) -> Result<txn::TxnOutcome, EngineError> {
         self.transaction_as(tenant, &requests::new_id(), t).await
     }
 
@@ -346,7 +346,7 @@ impl Engine {
         tenant: &str,
         request_id: &str,
         t: txn::Transaction,
-    ) -> Result<serde_json::Value, EngineError> {
+    ) -> Result<txn::TxnOutcome, EngineError> {
         let request_id = request_id.to_string();
         let txn_id = ids::message_id();
         let t = Arc::new(t);

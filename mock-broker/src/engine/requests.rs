@@ -5,7 +5,8 @@
 //! written in the same commit as the call's effects, so a retry of a call that did
 //! commit finds it and answers from it instead of running the step again.
 
-use serde_json::Value;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::store::records::decode;
 use crate::store::{StoreError, T, Tx};
@@ -19,14 +20,15 @@ pub fn new_id() -> String {
 }
 
 /// The recorded answer of `id`, if its call committed.
-pub fn recorded(tx: &Tx, id: &str) -> Result<Option<Value>, StoreError> {
+pub fn recorded<A: DeserializeOwned>(tx: &Tx, id: &str) -> Result<Option<A>, StoreError> {
     tx.get_raw(T::Requests, id.as_bytes())?
         .map(|b| decode(&b))
         .transpose()
 }
 
-/// Records `answer` under `id`, in the current command.
-pub fn record(tx: &mut Tx, id: &str, answer: &Value) {
+/// Records `answer` (a typed outcome, e.g. a transaction's) under `id`, in the
+/// current command.
+pub fn record<A: Serialize>(tx: &mut Tx, id: &str, answer: &A) {
     tx.put(T::Requests, id.as_bytes().to_vec(), answer);
 }
 

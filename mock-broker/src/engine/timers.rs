@@ -4,7 +4,6 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::ids;
@@ -25,7 +24,7 @@ pub const DEFAULT_HORIZON_S: i64 = 90 * 24 * 3600;
 const SWEEP: usize = 512;
 
 /// A pending timer.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimerRecord {
     /// The `transactionId` of the message it pushes.
     pub txn: String,
@@ -90,8 +89,10 @@ pub struct TimerOp {
     pub encrypted: bool,
 }
 
-fn bad(code: &'static str, message: String) -> EngineError {
-    if code == "timers_bad_request" {
+/// A 400 of a standalone call (`timers_bad_request`) or of a transaction
+/// (`bad_request`).
+fn bad(standalone: bool, message: String) -> EngineError {
+    if standalone {
         EngineError::TimersBadRequest(message)
     } else {
         EngineError::BadRequest(message)
@@ -101,16 +102,11 @@ fn bad(code: &'static str, message: String) -> EngineError {
 /// Checks a call's operations together: one `(queue, timerKey)` per call; standalone
 /// calls also keep the op cap, the payload ceiling and the horizon.
 pub fn check_call(ops: &[TimerOp], standalone: bool, horizon_s: i64) -> Result<(), EngineError> {
-    let code = if standalone {
-        "timers_bad_request"
-    } else {
-        "bad_request"
-    };
     let mut seen = std::collections::HashSet::new();
     for (i, op) in ops.iter().enumerate() {
         if !seen.insert((op.queue.as_str(), op.timer_key.as_str())) {
             return Err(bad(
-                code,
+                standalone,
                 format!(
                     "timers[{i}]: {}/{} appears twice in one call",
                     op.queue, op.timer_key
@@ -123,7 +119,7 @@ pub fn check_call(ops: &[TimerOp], standalone: bool, horizon_s: i64) -> Result<(
     }
     if ops.len() > MAX_OPS {
         return Err(bad(
-            code,
+            standalone,
             format!("{} timer operations; the limit is {MAX_OPS}", ops.len()),
         ));
     }
@@ -174,7 +170,7 @@ fn remove(tx: &mut Tx, tenant: &str, queue: &str, key: &str, rec: &TimerRecord) 
 }
 
 /// What a timer operation did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TimerStatus {
     /// A new timer is pending.
     Scheduled,
@@ -204,7 +200,7 @@ impl TimerStatus {
 }
 
 /// The result of one timer operation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimerResult {
     /// What happened.
     pub status: TimerStatus,
@@ -282,7 +278,8 @@ fn delivered_payload(rec: &TimerRecord) -> Box<RawValue> {
     {
         return raw;
     }
-    RawValue::from_string(Value::from(rec.payload.clone()).to_string()).expect("a JSON string")
+    let text = serde_json::to_string(&rec.payload).expect("a string renders");
+    RawValue::from_string(text).expect("a JSON string")
 }
 
 /// Fires every timer due by now (up to one sweep): pushes its message and removes it.

@@ -6,3 +6,4 @@ pub mod kv;
 pub mod locks;
 pub mod loose;
 pub mod timers;
+pub mod txn;
