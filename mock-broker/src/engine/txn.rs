@@ -82,8 +82,8 @@ impl Transaction {
     }
 }
 
-/// Parses and checks a transaction body from any serde source (a `serde_json::Value`
-/// built by a test or a bench). The rules live with the wire shape in
+/// Parses and checks a transaction body from any serde source (a JSON value built by a
+/// test or a bench). The rules live with the wire shape in
 /// `http::wire::txn`; the HTTP route parses the body's bytes there directly.
 pub fn parse<'de, D: serde::Deserializer<'de>>(body: D) -> Result<Transaction, EngineError> {
     crate::http::wire::txn::from_deserializer(body)
