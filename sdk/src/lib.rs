@@ -108,7 +108,7 @@ pub use consume::{Consume, Deliveries, Delivery, Undecodable};
 pub use error::{Error, Result, RollbackReason};
 pub use ids::derive_id;
 pub use kv::{KvBatch, KvRow, KvStore, KvWrite};
-pub use locks::{Lock, LockBuilder};
+pub use locks::{Lock, LockBuilder, LockGuard};
 pub use message::{
     AckOutcome, AckStatus, LeaseExtension, Message, Pop, PushItem, Pushed, QUEUE_MODE,
     SubscriptionMode,
@@ -116,8 +116,8 @@ pub use message::{
 pub use retry::RetryPolicy;
 pub use timers::{PendingTimer, TimerPage, Timers};
 pub use txn::{
-    AckResult, Commit, Committed, Kv, KvOp, KvResult, LockGuard, PositionResult, Push, PushResult,
-    StepResult, Timer, TimerAction, TimerResult, TransactionBuilder, Ttl,
+    AckResult, Commit, Committed, Kv, KvOp, KvResult, PositionResult, Push, PushResult, StepResult,
+    Timer, TimerAction, TimerResult, TransactionBuilder, Ttl,
 };
 pub use worker::{ErrorKind, Outcome, Stopped, Summary, Worker};
 

@@ -39,7 +39,32 @@ use tokio::time::Instant;
 use crate::client::{Client, Replay};
 use crate::error::{Error, Result};
 use crate::json::{Operations, render};
-use crate::txn::LockGuard;
+
+/// A held lock's identity, whose guard gates a transaction on still holding it. Get it
+/// from [`crate::Lock::guard`] and give it to [`crate::TransactionBuilder::guard`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// let lock = client.lock("nightly-report").acquire().await?.expect("free");
+/// let guard: queen_sdk::LockGuard = lock.guard();
+/// assert_eq!((guard.name.as_str(), guard.slot), ("nightly-report", 0));
+/// assert!(guard.token > 0);
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockGuard {
+    /// The lock's name.
+    pub name: String,
+    /// The held slot.
+    pub slot: u64,
+    /// The holder's token (the lock row's KV version).
+    pub token: u64,
+}
 
 /// The KV namespace of lock rows: slot `s` of the lock `name` is the row
 /// `queen-locks/{name}#{s}`, and its version is the holder's token.

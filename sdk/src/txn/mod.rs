@@ -36,8 +36,9 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashSet};
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+pub(crate) use ops::Position;
 pub use ops::{Kv, KvOp, Push, Timer, TimerAction};
 pub(crate) use results::gate_fields;
 pub use results::{
@@ -51,34 +52,9 @@ pub(crate) use ops::TimerWire;
 use crate::client::{Client, Replay};
 use crate::error::{Error, Result, RollbackReason};
 use crate::ids::derive_id;
+use crate::locks::LockGuard;
 use crate::message::{AckStatus, Message};
 use crate::validate;
-
-/// A held lock's identity, whose guard gates a transaction on still holding it. Get it
-/// from [`crate::Lock::guard`] and give it to [`TransactionBuilder::guard`].
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> anyhow::Result<()> {
-/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
-/// # let client = queen_sdk::Client::new(broker.url())?;
-/// let lock = client.lock("nightly-report").acquire().await?.expect("free");
-/// let guard: queen_sdk::LockGuard = lock.guard();
-/// assert_eq!((guard.name.as_str(), guard.slot), ("nightly-report", 0));
-/// assert!(guard.token > 0);
-/// # broker.shutdown().await;
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockGuard {
-    /// The lock's name.
-    pub name: String,
-    /// The held slot.
-    pub slot: u64,
-    /// The holder's token (the lock row's KV version).
-    pub token: u64,
-}
 
 #[derive(Debug, Clone)]
 enum Operation {
@@ -132,7 +108,7 @@ pub struct TransactionBuilder {
     ops: Vec<Operation>,
     kv: Vec<KvOp>,
     timers: Vec<Timer>,
-    positions: Vec<Value>,
+    positions: Vec<Position>,
     retry_unsafe: bool,
 }
 
@@ -371,9 +347,12 @@ impl TransactionBuilder {
     /// # }
     /// ```
     pub fn position(mut self, queue: &str, group: &str, partition: &str, offset: u64) -> Self {
-        self.positions.push(json!({
-            "queue": queue, "consumerGroup": group, "partition": partition, "offset": offset,
-        }));
+        self.positions.push(Position {
+            queue: queue.to_string(),
+            consumer_group: group.to_string(),
+            partition: partition.to_string(),
+            offset,
+        });
         self
     }
 
@@ -633,9 +612,8 @@ impl TransactionBuilder {
         let timers = self.render_timers(&acked)?;
         for (i, p) in self.positions.iter().enumerate() {
             let op = format!("positions[{i}]");
-            for field in ["queue", "partition"] {
-                validate::name(&op, p[field].as_str().unwrap_or_default())?;
-            }
+            validate::name(&op, &p.queue)?;
+            validate::name(&op, &p.partition)?;
         }
         if self.positions.len() > validate::MAX_POSITIONS {
             return Err(Error::invalid(

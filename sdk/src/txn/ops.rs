@@ -107,6 +107,18 @@ impl Push {
     }
 }
 
+/// A consumer group's next offset on a partition, set by
+/// [`crate::TransactionBuilder::position`]; its wire form is an entry of `positions`
+/// (the fields in the order the JSON tree used to send them, by name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Position {
+    pub(crate) consumer_group: String,
+    pub(crate) offset: u64,
+    pub(crate) partition: String,
+    pub(crate) queue: String,
+}
+
 /// Builds KV operations for [`crate::TransactionBuilder::kv`] and
 /// [`crate::KvStore::batch`], where it is used by value: `Kv.put(..)`.
 ///

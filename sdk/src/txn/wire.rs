@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::ops::{KvWire, TimerWire};
+use super::ops::{KvWire, Position, TimerWire};
 
 /// `POST /api/v1/transaction`'s body. Empty parts are left out, as the broker expects.
 #[derive(Serialize)]
@@ -21,8 +21,8 @@ pub(crate) struct Body<'a> {
     pub kv: Vec<KvWire<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub timers: Vec<TimerWire<'a>>,
-    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
-    pub positions: &'a [Value],
+    #[serde(skip_serializing_if = "<[Position]>::is_empty")]
+    pub positions: &'a [Position],
 }
 
 /// One entry of `operations`.
