@@ -7,7 +7,12 @@ use serde_json::Value;
 use crate::client::{Client, Replay};
 use crate::error::{Error, Result};
 use crate::json::{Operations, render};
-use crate::txn::{Kv, KvOp, KvResult, Ttl};
+use crate::txn::{KvResult, Ttl};
+
+mod ops;
+
+pub(crate) use ops::KvWire;
+pub use ops::{Check, Delete, Get, GetMany, Incr, Kv, KvOp, Put, PutIfAbsent};
 
 /// Most operations in one standalone KV call.
 pub(crate) const MAX_STANDALONE_OPS: usize = 256;
@@ -271,10 +276,7 @@ impl KvStore {
                 ),
             ));
         }
-        let keys: usize = ops
-            .iter()
-            .map(|k| if k.op == "getMany" { k.keys.len() } else { 1 })
-            .sum();
+        let keys: usize = ops.iter().map(KvOp::key_count).sum();
         if keys > MAX_STANDALONE_KEYS {
             return Err(Error::invalid(
                 "kv",
@@ -284,7 +286,7 @@ impl KvStore {
         let wire = ops
             .iter()
             .enumerate()
-            .map(|(i, k)| k.checked_wire(&format!("operations[{i}] ({})", k.op)))
+            .map(|(i, k)| k.checked_wire(&format!("operations[{i}] ({})", k.name())))
             .collect::<Result<Vec<_>>>()?;
         let body = render(&Operations { operations: wire })?;
         let answer = self.client.post("/api/v1/kv", body, replay).await?;
@@ -321,7 +323,7 @@ impl KvStore {
     /// # }
     /// ```
     pub async fn get<T: DeserializeOwned>(&self, ns: &str, key: &str) -> Result<Option<KvRow<T>>> {
-        let r = self.one(Kv.get(ns, key), Replay::Safe).await?;
+        let r = self.one(Kv.get(ns, key).into(), Replay::Safe).await?;
         if r.get("found").and_then(Value::as_bool) != Some(true) {
             return Ok(None);
         }
@@ -363,7 +365,7 @@ impl KvStore {
         ttl: impl Into<Ttl>,
     ) -> Result<KvWrite> {
         let r = self
-            .one(Kv.put(ns, key, value).ttl(ttl), Replay::Unsafe)
+            .one(Kv.put(ns, key, value).ttl(ttl).into(), Replay::Unsafe)
             .await?;
         Ok(KvWrite::parse(&r))
     }
@@ -396,7 +398,10 @@ impl KvStore {
         ttl: impl Into<Ttl>,
     ) -> Result<KvWrite> {
         let r = self
-            .one(Kv.put_if_absent(ns, key, value).ttl(ttl), Replay::Unsafe)
+            .one(
+                Kv.put_if_absent(ns, key, value).ttl(ttl).into(),
+                Replay::Unsafe,
+            )
             .await?;
         Ok(KvWrite::parse(&r))
     }
@@ -418,13 +423,13 @@ impl KvStore {
     /// # }
     /// ```
     pub async fn delete(&self, ns: &str, key: &str) -> Result<bool> {
-        let r = self.one(Kv.delete(ns, key), Replay::Unsafe).await?;
+        let r = self.one(Kv.delete(ns, key).into(), Replay::Unsafe).await?;
         Ok(r.get("applied").and_then(Value::as_bool).unwrap_or(false))
     }
 
     /// Adds `delta` to the number at `ns/key` (an absent key counts from 0) and answers
     /// the new value in [`KvWrite::value`]. For bounds, use [`KvStore::batch`] with
-    /// [`KvOp::min`] and [`KvOp::max`].
+    /// [`Incr::min`] and [`Incr::max`].
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -447,13 +452,13 @@ impl KvStore {
         ttl: impl Into<Ttl>,
     ) -> Result<KvWrite> {
         let r = self
-            .one(Kv.incr(ns, key, delta).ttl(ttl), Replay::Unsafe)
+            .one(Kv.incr(ns, key, delta).ttl(ttl).into(), Replay::Unsafe)
             .await?;
         Ok(KvWrite::parse(&r))
     }
 
     /// Runs several operations in one call, built with the transaction's [`Kv`]
-    /// builder. A lost `required` operation writes nothing of the call and answers
+    /// builder (anything that converts into a [`KvOp`]). A lost `required` operation writes nothing of the call and answers
     /// [`KvBatch::Gated`]. A batch of reads is retried after a 5xx or a lost
     /// connection, and so is one with a `required` write that a replay would lose
     /// (`putIfAbsent`, `delete`, or a write with `expect`: the retry then answers
@@ -465,13 +470,14 @@ impl KvStore {
     /// # async fn main() -> anyhow::Result<()> {
     /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
     /// # let client = queen_sdk::Client::new(broker.url())?;
-    /// use queen_sdk::{Kv, KvBatch, Ttl};
+    /// use queen_sdk::{Kv, KvBatch, KvOp, Ttl};
     /// for _ in 0..2 {
     ///     let out = client
     ///         .kv()
     ///         .batch(vec![
-    ///             Kv.put_if_absent("seen", "evt-1", &true).ttl(Ttl::days(1)).required(),
-    ///             Kv.incr("stats", "events", 1).forever(),
+    ///             // Operations of different kinds share a list as KvOps.
+    ///             KvOp::from(Kv.put_if_absent("seen", "evt-1", &true).ttl(Ttl::days(1)).required()),
+    ///             Kv.incr("stats", "events", 1).forever().into(),
     ///         ])
     ///         .await?;
     ///     match out {
@@ -484,14 +490,15 @@ impl KvStore {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn batch(&self, ops: Vec<KvOp>) -> Result<KvBatch> {
+    pub async fn batch<I>(&self, ops: I) -> Result<KvBatch>
+    where
+        I: IntoIterator,
+        I::Item: Into<KvOp>,
+    {
+        let ops: Vec<KvOp> = ops.into_iter().map(Into::into).collect();
         // A required write whose precondition its own first application breaks
         // (`putIfAbsent`, `delete`, a write with `expect`) makes a replay gate itself.
-        let self_gated = |k: &KvOp| {
-            k.required
-                && (matches!(k.op, "putIfAbsent" | "delete") || (k.writes() && k.expect.is_some()))
-        };
-        let replay = if ops.iter().all(|k| !k.writes()) || ops.iter().any(self_gated) {
+        let replay = if ops.iter().all(|k| !k.writes()) || ops.iter().any(KvOp::gates_its_replay) {
             Replay::Safe
         } else {
             Replay::Unsafe

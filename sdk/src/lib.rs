@@ -107,17 +107,19 @@ pub use client::{Client, ClientBuilder};
 pub use consume::{Consume, Deliveries, Delivery, Undecodable};
 pub use error::{Error, Result, RollbackReason};
 pub use ids::derive_id;
-pub use kv::{KvBatch, KvRow, KvStore, KvWrite};
+pub use kv::{
+    Check, Delete, Get, GetMany, Incr, Kv, KvBatch, KvOp, KvRow, KvStore, KvWrite, Put, PutIfAbsent,
+};
 pub use locks::{Lock, LockBuilder, LockGuard};
 pub use message::{
     AckOutcome, AckStatus, LeaseExtension, Message, Pop, PushItem, Pushed, QUEUE_MODE,
     SubscriptionMode,
 };
 pub use retry::RetryPolicy;
-pub use timers::{PendingTimer, TimerPage, Timers};
+pub use timers::{PendingTimer, Timer, TimerAction, TimerPage, Timers};
 pub use txn::{
-    AckResult, Commit, Committed, Kv, KvOp, KvResult, PositionResult, Push, PushResult, StepResult,
-    Timer, TimerAction, TimerResult, TransactionBuilder, Ttl,
+    AckResult, Commit, Committed, KvResult, PositionResult, Push, PushResult, StepResult,
+    TimerResult, TransactionBuilder, Ttl,
 };
 pub use worker::{ErrorKind, Outcome, Stopped, Summary, Worker};
 

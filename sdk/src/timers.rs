@@ -1,15 +1,19 @@
 //! Standalone timers (`/api/v1/timers`): a message pushed to a queue at a later time.
 
+use std::borrow::Cow;
+use std::time::{Duration, SystemTime};
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use reqwest::Method;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::client::{Client, Opts, Replay};
 use crate::error::{Error, Result};
 use crate::json::{Operations, render};
-use crate::txn::{Timer, TimerAction, TimerResult, TimerWire};
+use crate::txn::TimerResult;
 use crate::validate;
 
 /// Largest standalone timer payload, decoded.
@@ -425,4 +429,345 @@ impl Timers {
             .map(str::to_string);
         Ok(TimerPage { rows, next_after })
     }
+}
+
+/// What a timer operation does. Set it with [`Timer::schedule`], [`Timer::reschedule`]
+/// or [`Timer::cancel`].
+///
+/// ```
+/// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+/// use std::time::Duration;
+/// let body = client
+///     .transaction()
+///     .timer("reminders", |t| t.key("o-7").cancel())
+///     .timer("reminders", |t| t.key("o-8").reschedule().after(Duration::from_secs(60)))
+///     .to_body()?;
+/// assert_eq!(body["timers"][0]["op"], "cancel");
+/// assert_eq!(body["timers"][1]["op"], "reschedule");
+/// # Ok::<(), queen_sdk::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimerAction {
+    /// Set it, replacing a pending timer of the key.
+    #[default]
+    Schedule,
+    /// Replace it (scheduling it when absent).
+    Reschedule,
+    /// Remove the pending timer.
+    Cancel,
+}
+
+/// One timer operation. Configure it in [`crate::TransactionBuilder::timer`] or with the
+/// standalone [`crate::Timers`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use std::time::Duration;
+/// let c = client
+///     .transaction()
+///     .timer("reminders", |t| t.key("order-7").after(Duration::from_secs(3600)).payload(&"order-7"))
+///     .commit()
+///     .await?
+///     .committed()
+///     .unwrap();
+/// assert_eq!(c.timers().next().unwrap().timer_key, "order-7");
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct Timer {
+    pub(crate) queue: String,
+    pub(crate) key: String,
+    pub(crate) action: TimerAction,
+    pub(crate) delay: Option<Result<Duration, String>>,
+    pub(crate) partition: Option<String>,
+    pub(crate) txn: Option<String>,
+    pub(crate) payload: Option<Result<Vec<u8>, String>>,
+}
+
+impl Timer {
+    /// The timer's key within its queue (required; at most 1,024 bytes).
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::Duration;
+    /// let body = client.transaction().timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60))).to_body()?;
+    /// assert_eq!(body["timers"][0]["timerKey"], "o-7");
+    /// // Without a key, nothing is sent.
+    /// assert!(client.transaction().timer("reminders", |t| t.after(Duration::from_secs(60))).to_body().is_err());
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = key.into();
+        self
+    }
+
+    /// Fires `delay` from the commit (sent in whole milliseconds).
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::Duration;
+    /// let body = client.transaction().timer("reminders", |t| t.key("o-7").after(Duration::from_secs(90))).to_body()?;
+    /// assert_eq!(body["timers"][0]["delayMs"], 90_000);
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.delay = Some(Ok(delay));
+        self
+    }
+
+    /// Fires at `at`: the delay from now by this machine's clock (a time in the past
+    /// fires at once).
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::{Duration, SystemTime};
+    /// let tomorrow = SystemTime::now() + Duration::from_secs(86_400);
+    /// let body = client.transaction().timer("reminders", |t| t.key("o-7").at(tomorrow)).to_body()?;
+    /// assert!(body["timers"][0]["delayMs"].as_u64().unwrap() > 86_000_000);
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
+    pub fn at(mut self, at: SystemTime) -> Self {
+        self.delay = Some(Ok(at.duration_since(SystemTime::now()).unwrap_or_default()));
+        self
+    }
+
+    /// The partition of the message it pushes.
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::Duration;
+    /// let body = client
+    ///     .transaction()
+    ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)).partition("customer-1"))
+    ///     .to_body()?;
+    /// assert_eq!(body["timers"][0]["partition"], "customer-1");
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
+    pub fn partition(mut self, p: impl Into<String>) -> Self {
+        self.partition = Some(p.into());
+        self
+    }
+
+    /// The pushed message's `transactionId`. Without one, a step that acks messages
+    /// gets one derived from them, the queue and the timer key; otherwise the broker
+    /// mints one.
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::Duration;
+    /// let body = client
+    ///     .transaction()
+    ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)).txn("reminder-o-7"))
+    ///     .to_body()?;
+    /// assert_eq!(body["timers"][0]["txn"], "reminder-o-7");
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
+    pub fn txn(mut self, txn: impl Into<String>) -> Self {
+        self.txn = Some(txn.into());
+        self
+    }
+
+    /// A payload serialised as JSON (delivered as JSON). Without a payload, the timer's
+    /// is empty and its message's data is `""`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use std::time::Duration;
+    /// use queen_mock_broker::{ManualClock, MockBroker};
+    /// let clock = ManualClock::new();
+    /// let broker = MockBroker::builder().clock(clock.clone()).start().await?;
+    /// let client = queen_sdk::Client::new(broker.url())?;
+    /// let reminder = serde_json::json!({"orderId": "o-7"});
+    /// client
+    ///     .transaction()
+    ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)).payload(&reminder))
+    ///     .timer("reminders", |t| t.key("o-8").after(Duration::from_secs(60)))
+    ///     .commit()
+    ///     .await?
+    ///     .committed()
+    ///     .expect("no gate");
+    /// clock.advance(Duration::from_secs(61)); // the timer falls due
+    /// let fired = client.pop::<serde_json::Value>("reminders").wait(Duration::from_secs(5)).send().await?;
+    /// assert_eq!(fired[0].data, reminder);
+    /// assert_eq!(fired[1].data, ""); // o-8 had no payload
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn payload<T: Serialize + ?Sized>(mut self, payload: &T) -> Self {
+        self.payload = Some(serde_json::to_vec(payload).map_err(|e| e.to_string()));
+        self
+    }
+
+    /// Raw payload bytes (sent base64-encoded; bytes that are not JSON are delivered as
+    /// their base64 text).
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::Duration;
+    /// let body = client
+    ///     .transaction()
+    ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)).payload_bytes(b"{}".to_vec()))
+    ///     .to_body()?;
+    /// assert_eq!(body["timers"][0]["payload"], "e30="); // base64 of "{}"
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
+    pub fn payload_bytes(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.payload = Some(Ok(bytes.into()));
+        self
+    }
+
+    /// Schedule it (the default), replacing a pending timer of the key.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// let set = |secs| client.transaction().timer("reminders", move |t| t.key("o-7").schedule().after(Duration::from_secs(secs)));
+    /// let first = set(60).commit().await?.committed().unwrap();
+    /// let again = set(120).commit().await?.committed().unwrap();
+    /// assert_eq!(first.timers().next().unwrap().status, "scheduled");
+    /// assert_eq!(again.timers().next().unwrap().status, "rescheduled");
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn schedule(mut self) -> Self {
+        self.action = TimerAction::Schedule;
+        self
+    }
+
+    /// Reschedule it (scheduling it when absent).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// let c = client
+    ///     .transaction()
+    ///     .timer("reminders", |t| t.key("o-7").reschedule().after(Duration::from_secs(60)))
+    ///     .commit()
+    ///     .await?
+    ///     .committed()
+    ///     .unwrap();
+    /// assert!(c.timers().next().unwrap().ok);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn reschedule(mut self) -> Self {
+        self.action = TimerAction::Reschedule;
+        self
+    }
+
+    /// Cancel it (no delay or payload needed): `ok: false`, `status: "absent"` when no
+    /// timer of the key is pending.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// client.timers().schedule("reminders", "o-7", |t| t.after(Duration::from_secs(60))).await?;
+    /// let c = client.transaction().timer("reminders", |t| t.key("o-7").cancel()).commit().await?.committed().unwrap();
+    /// assert_eq!(c.timers().next().unwrap().status, "cancelled");
+    /// assert!(broker.inspect().timers("reminders")?.is_empty());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn cancel(mut self) -> Self {
+        self.action = TimerAction::Cancel;
+        self
+    }
+
+    /// The wire form, with the resolved `txn`.
+    pub(crate) fn to_wire<'a>(
+        &'a self,
+        txn: Option<Cow<'a, str>>,
+        delay_ms: u64,
+        payload: Option<&[u8]>,
+    ) -> TimerWire<'a> {
+        let op = match self.action {
+            TimerAction::Schedule => "schedule",
+            TimerAction::Reschedule => "reschedule",
+            TimerAction::Cancel => "cancel",
+        };
+        let scheduled = self.action != TimerAction::Cancel;
+        TimerWire {
+            op,
+            queue: &self.queue,
+            timer_key: &self.key,
+            delay_ms: scheduled.then_some(delay_ms),
+            payload: scheduled.then(|| B64.encode(payload.unwrap_or_default())),
+            partition: self.partition.as_deref().filter(|_| scheduled),
+            txn,
+        }
+    }
+}
+
+impl Timer {
+    /// Checks the timer's own rules (queue, key, delay, payload) and renders it with
+    /// `txn`, for calls outside a transaction (the standalone timers handle).
+    pub(crate) fn checked_wire<'a>(
+        &'a self,
+        op: &str,
+        txn: Option<Cow<'a, str>>,
+    ) -> crate::Result<TimerWire<'a>> {
+        validate::name(op, &self.queue)?;
+        if self.key.is_empty() {
+            return Err(Error::invalid(op, "a timer needs a key: .key(..)"));
+        }
+        if self.key.len() > 1024 {
+            return Err(Error::invalid(op, "a timer key is at most 1,024 bytes"));
+        }
+        if let Some(p) = &self.partition {
+            validate::name(op, p)?;
+        }
+        if let Some(t) = &txn {
+            validate::transaction_id(op, t)?;
+        }
+        let delay = match &self.delay {
+            Some(Ok(d)) => d.as_millis() as u64,
+            Some(Err(e)) => return Err(Error::invalid(op, e.clone())),
+            None if self.action == TimerAction::Cancel => 0,
+            None => return Err(Error::invalid(op, "a timer needs .after(..) or .at(..)")),
+        };
+        let payload = match &self.payload {
+            Some(Ok(b)) => Some(b.as_slice()),
+            Some(Err(e)) => return Err(Error::invalid(op, format!("payload: {e}"))),
+            None => None,
+        };
+        Ok(self.to_wire(txn, delay, payload))
+    }
+}
+
+/// A timer operation as the broker reads it, borrowed from its [`Timer`].
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TimerWire<'a> {
+    op: &'static str,
+    queue: &'a str,
+    timer_key: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delay_ms: Option<u64>,
+    /// Base64 of the payload's bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    txn: Option<Cow<'a, str>>,
 }

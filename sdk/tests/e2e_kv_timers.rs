@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use queen_mock_broker::{ManualClock, MockBroker};
-use queen_sdk::{Client, Error, Kv, KvBatch, Ttl};
+use queen_sdk::{Client, Error, Kv, KvBatch, KvOp, Ttl};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -101,11 +101,13 @@ async fn incr_counts_and_batch_gates() {
 
     let count_once = || {
         vec![
-            Kv.put_if_absent("seen", "evt-1", &true)
-                .ttl(Ttl::days(1))
-                .required(),
-            Kv.incr("stats", "events", 1).forever(),
-            Kv.get("stats", "orders"),
+            KvOp::from(
+                Kv.put_if_absent("seen", "evt-1", &true)
+                    .ttl(Ttl::days(1))
+                    .required(),
+            ),
+            Kv.incr("stats", "events", 1).forever().into(),
+            Kv.get("stats", "orders").into(),
         ]
     };
     let first = kv.batch(count_once()).await.unwrap();

@@ -39,21 +39,20 @@ use serde::Deserialize;
 use serde_json::Value;
 
 pub(crate) use ops::Position;
-pub use ops::{Kv, KvOp, Push, Timer, TimerAction};
+pub use ops::Push;
 pub(crate) use results::gate_fields;
 pub use results::{
     AckResult, Commit, Committed, KvResult, PositionResult, PushResult, StepResult, TimerResult,
 };
 pub use ttl::Ttl;
 
-use ops::KvWire;
-pub(crate) use ops::TimerWire;
-
 use crate::client::{Client, Replay};
 use crate::error::{Error, Result, RollbackReason};
 use crate::ids::derive_id;
+use crate::kv::{Kv, KvOp, KvWire};
 use crate::locks::LockGuard;
 use crate::message::{AckStatus, Message};
+use crate::timers::{Timer, TimerAction, TimerWire};
 use crate::validate;
 
 #[derive(Debug, Clone)]
@@ -227,7 +226,7 @@ impl TransactionBuilder {
     }
 
     /// Adds one KV operation built by `f` from [`Kv`]. A write needs exactly one expiry
-    /// ([`KvOp::ttl`] or [`KvOp::forever`]); a key may be written once per transaction.
+    /// ([`Put::ttl`](crate::Put::ttl) or [`Put::forever`](crate::Put::forever)); a key may be written once per transaction.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -250,8 +249,8 @@ impl TransactionBuilder {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn kv(mut self, f: impl FnOnce(Kv) -> KvOp) -> Self {
-        self.kv.push(f(Kv));
+    pub fn kv<O: Into<KvOp>>(mut self, f: impl FnOnce(Kv) -> O) -> Self {
+        self.kv.push(f(Kv).into());
         self
     }
 
@@ -450,7 +449,7 @@ impl TransactionBuilder {
                 }
             )
         });
-        let gated = self.kv.iter().any(|k| k.required);
+        let gated = self.kv.iter().any(KvOp::required);
         let has_push = self.ops.iter().any(|o| matches!(o, Operation::Push(_)));
         if self.retry_unsafe || fenced || gated || (has_push && pushes_deterministic) {
             Replay::Safe
@@ -646,11 +645,7 @@ impl TransactionBuilder {
                 ),
             ));
         }
-        let keys: usize = self
-            .kv
-            .iter()
-            .map(|k| if k.op == "getMany" { k.keys.len() } else { 1 })
-            .sum();
+        let keys: usize = self.kv.iter().map(KvOp::key_count).sum();
         if keys > validate::MAX_KV_KEYS {
             return Err(Error::invalid(
                 "kv",
@@ -660,12 +655,14 @@ impl TransactionBuilder {
         let mut written = HashSet::new();
         let mut out = Vec::with_capacity(self.kv.len());
         for (i, k) in self.kv.iter().enumerate() {
-            let op = format!("kv[{i}] ({})", k.op);
+            let op = format!("kv[{i}] ({})", k.name());
             let wire = k.checked_wire(&op)?;
-            if k.writes() && !written.insert((k.ns.as_str(), k.key.as_str())) {
+            if let Some(key) = k.written_key()
+                && !written.insert((k.ns(), key))
+            {
                 return Err(Error::invalid(
                     op,
-                    format!("{}/{} is written twice in one transaction", k.ns, k.key),
+                    format!("{}/{key} is written twice in one transaction", k.ns()),
                 ));
             }
             out.push(wire);

@@ -7,7 +7,9 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::ops::{KvWire, Position, TimerWire};
+use super::ops::Position;
+use crate::kv::KvWire;
+use crate::timers::TimerWire;
 
 /// `POST /api/v1/transaction`'s body. Empty parts are left out, as the broker expects.
 #[derive(Serialize)]
