@@ -1,20 +1,7 @@
 //! KV operations as types: [`Kv`] starts one, each operation's builder ([`Put`],
 //! [`Incr`], ...) offers only the options that operation has, and [`KvOp`] is the
-//! operation a transaction or a standalone batch sends.
-//!
-//! An option an operation does not have does not compile:
-//!
-//! ```compile_fail
-//! use queen_sdk::{Kv, Ttl};
-//! // `min` bounds an `incr`; a `put` has none.
-//! let op = Kv.put("carts", "c-1", &2).ttl(Ttl::hours(1)).min(0);
-//! ```
-//!
-//! ```compile_fail
-//! use queen_sdk::Kv;
-//! // A read has no expiry.
-//! let op = Kv.get_many("carts", ["c-1"]).forever();
-//! ```
+//! operation a transaction or a standalone batch sends. An option an operation does not
+//! have does not compile (see [`KvOp`]'s `compile_fail` examples).
 
 use serde::Serialize;
 use serde_json::Value;
@@ -61,6 +48,39 @@ pub struct Kv;
 /// # broker.shutdown().await;
 /// # Ok(())
 /// # }
+/// ```
+///
+/// An option an operation does not have does not compile:
+///
+/// ```compile_fail,E0599
+/// use queen_sdk::{Kv, Ttl};
+/// // `min` bounds an `incr`; a `put` has none (no method `min` on `Put`).
+/// let op = Kv.put("carts", "c-1", &2).ttl(Ttl::hours(1)).min(0);
+/// ```
+///
+/// ```compile_fail,E0599
+/// use queen_sdk::Kv;
+/// // A read has no expiry.
+/// let op = Kv.get_many("carts", ["c-1"]).forever();
+/// ```
+///
+/// ```compile_fail,E0599
+/// use queen_sdk::Kv;
+/// // A check's version is its argument, and it writes nothing to expire.
+/// let op = Kv.check("config", "limits", 3).ttl(60);
+/// ```
+///
+/// The same chains with the options those operations do have build:
+///
+/// ```
+/// use queen_sdk::{Kv, KvOp, Ttl};
+/// let ops: Vec<KvOp> = vec![
+///     Kv.incr("stock", "sku-1", -1).min(0).ttl(Ttl::hours(1)).into(),
+///     Kv.put("carts", "c-1", &2).ttl(Ttl::hours(1)).expect(3).required().into(),
+///     Kv.get_many("carts", ["c-1"]).into(),
+///     Kv.check("config", "limits", 3).required().into(),
+/// ];
+/// assert!(matches!(ops[0], KvOp::Incr(_)));
 /// ```
 #[derive(Debug, Clone)]
 #[must_use]

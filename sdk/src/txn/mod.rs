@@ -225,8 +225,10 @@ impl TransactionBuilder {
         self
     }
 
-    /// Adds one KV operation built by `f` from [`Kv`]. A write needs exactly one expiry
-    /// ([`Put::ttl`](crate::Put::ttl) or [`Put::forever`](crate::Put::forever)); a key may be written once per transaction.
+    /// Adds one KV operation built by `f` from [`Kv`] (any operation's builder: it
+    /// converts into a [`KvOp`]). A write needs exactly one expiry (`.ttl(..)` or
+    /// `.forever()` on [`Put`](crate::Put), [`PutIfAbsent`](crate::PutIfAbsent) and
+    /// [`Incr`](crate::Incr)); a key may be written once per transaction.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
