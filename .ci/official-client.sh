@@ -41,9 +41,10 @@ cp -r "$(dirname "$SRC")" "$WORK/queen-mq"
 printf '\n[workspace]\n' >> "$WORK/queen-mq/Cargo.toml"
 
 cargo build --release -p queen-mock-broker
+BROKER_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/queen-mock-broker"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 DATA=$(mktemp -d)
-./target/release/queen-mock-broker --listen "127.0.0.1:$PORT" --data "$DATA/queen.redb" \
+"$BROKER_BIN" --listen "127.0.0.1:$PORT" --data "$DATA/queen.redb" \
   --log warn >"$WORK/broker.log" 2>&1 &
 BROKER=$!
 trap 'kill $BROKER 2>/dev/null || true; wait $BROKER 2>/dev/null || true; rm -rf "$DATA"' EXIT
