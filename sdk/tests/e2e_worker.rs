@@ -829,3 +829,59 @@ async fn a_refused_pop_stops_the_worker_and_says_why() {
     }
     assert_eq!(summary.processed, 0);
 }
+
+#[tokio::test]
+async fn a_broker_restart_under_a_running_worker_is_ridden_out_and_nothing_is_lost() {
+    // A durable broker on a file; it stops while the worker waits on it, and comes
+    // back on the same address and file. The worker sees errors while it is gone, keeps
+    // polling, and handles what was pushed before and after the restart, once each.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("queen.redb");
+    let first = MockBroker::builder()
+        .data_file(&file)
+        .start()
+        .await
+        .unwrap();
+    let addr = first.addr();
+    let client = client(&first);
+    push(&client, "durable", "p", &[serde_json::json!({"n": 1})]).await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let running = Running::start(
+        client
+            .worker::<Job>("durable")
+            .wait(Duration::from_millis(200)),
+        recorder(&client, seen.clone()),
+    );
+    until(Duration::from_secs(10), "the first message", || {
+        seen.lock().unwrap().len() == 1
+    })
+    .await;
+
+    first.shutdown().await;
+    // Down long enough for several polls to fail.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let second = MockBroker::builder()
+        .data_file(&file)
+        .listen(addr)
+        .start()
+        .await
+        .unwrap();
+    push(&client, "durable", "p", &[serde_json::json!({"n": 2})]).await;
+    until(
+        Duration::from_secs(20),
+        "the message pushed after the restart",
+        || seen.lock().unwrap().len() == 2,
+    )
+    .await;
+    let summary = running.stop().await;
+    assert_eq!(*seen.lock().unwrap(), [1, 2], "each once, in order");
+    assert_eq!(summary.committed, 2, "{summary}");
+    assert!(
+        !summary.errors.is_empty(),
+        "the outage was seen and reported, not hidden: {summary}"
+    );
+    // Nothing left behind: both are committed on the broker's file.
+    let again = client.pop::<Job>("durable").send().await.unwrap();
+    assert!(again.is_empty(), "{again:?}");
+    second.shutdown().await;
+}
