@@ -8,7 +8,7 @@ use crate::store::keys::Key;
 use crate::store::records::{
     ConsumerRecord, LeaseRecord, MessageRecord, PartitionRecord, SubscriptionRecord,
 };
-use crate::store::{StoreError, T, Tx};
+use crate::store::{StoreError, T, Tx, View};
 
 /// Where a named group's cursor starts on a partition it has not read yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -167,4 +167,21 @@ pub fn batch_open(c: &ConsumerRecord) -> bool {
     c.pending
         .range(c.cursor..)
         .any(|(_, s)| s.in_lease && !s.done)
+}
+
+/// Visits every group's row on a partition (its name and record), in any view: the
+/// writer's staged one or a read of the last commit.
+pub fn each_row(
+    view: &impl View,
+    tenant: &str,
+    pid: u64,
+    mut f: impl FnMut(String, ConsumerRecord),
+) -> Result<(), StoreError> {
+    let prefix = Key::tenant(tenant).u64(pid).into_bytes();
+    view.scan_rows(T::Consumers, &prefix, &prefix, &mut |k, v| {
+        if let Some(group) = crate::store::keys::KeyReader::new(&k[prefix.len()..]).str() {
+            f(group, crate::store::records::decode(v)?);
+        }
+        Ok(true)
+    })
 }

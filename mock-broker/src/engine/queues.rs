@@ -261,7 +261,7 @@ struct DecodedQueues(HashMap<Vec<u8>, Arc<QueueRecord>>);
 /// Most queue records kept decoded.
 const DECODED_QUEUES_MAX: usize = 4096;
 
-fn decode_queue(tx: &Tx, bytes: &[u8]) -> Result<Arc<QueueRecord>, StoreError> {
+pub(crate) fn decode_queue(tx: &Tx, bytes: &[u8]) -> Result<Arc<QueueRecord>, StoreError> {
     tx.with_memory(|cache: &mut DecodedQueues| {
         if let Some(q) = cache.0.get(bytes) {
             return Ok(q.clone());

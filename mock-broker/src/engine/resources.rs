@@ -18,8 +18,7 @@ use super::queues::{PartitionEntry, list_partitions};
 use crate::clock::Micros;
 use crate::store::keys::{Key, KeyReader};
 use crate::store::records::{
-    ConsumerRecord, DlqRecord, MessageRecord, PartitionRecord, PartitionRef, QueueRecord, TxnRef,
-    decode,
+    DlqRecord, MessageRecord, PartitionRecord, PartitionRef, QueueRecord, TxnRef, decode,
 };
 use crate::store::{Reader, StoreError, T, View};
 
@@ -204,7 +203,7 @@ pub fn message(
     };
     let dead_groups = dead_groups_of(&r, tenant, partition_id, offset)?;
     let mut groups = Vec::new();
-    for_each_group(&r, tenant, partition_id, |name, c| {
+    consumers::each_row(&r, tenant, partition_id, |name, c| {
         let st = c.pending.get(&offset);
         let in_live = consumers::live_lease(&c, now).is_some() && st.is_some_and(|s| s.in_lease);
         let status = if dead_groups.contains(&name) {
@@ -316,7 +315,7 @@ fn partition_stats(
     // The slowest group: the lowest cursor, and what it holds under a live lease.
     let mut slowest: Option<(u64, u64)> = None;
     let mut groups = 0;
-    for_each_group(r, tenant, id, |_, c| {
+    consumers::each_row(r, tenant, id, |_, c| {
         groups += 1;
         let leased = if consumers::live_lease(&c, now).is_some() {
             c.pending
@@ -355,22 +354,6 @@ fn partition_stats(
         },
         retained_bytes: bytes,
         groups,
-    })
-}
-
-/// Visits every consumer group row of a partition.
-fn for_each_group(
-    r: &impl View,
-    tenant: &str,
-    pid: u64,
-    mut f: impl FnMut(String, ConsumerRecord),
-) -> Result<(), StoreError> {
-    let prefix = Key::tenant(tenant).u64(pid).into_bytes();
-    r.scan_rows(T::Consumers, &prefix, &prefix, &mut |k, v| {
-        if let Some(group) = KeyReader::new(&k[prefix.len()..]).str() {
-            f(group, decode(v)?);
-        }
-        Ok(true)
     })
 }
 

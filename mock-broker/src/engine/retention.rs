@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::queues::list_partitions;
 use crate::store::keys::{Key, KeyReader};
-use crate::store::records::{self, ConsumerRecord, MessageRecord, QueueRecord, TxnRef};
+use crate::store::records::{self, MessageRecord, QueueRecord, TxnRef};
 use crate::store::{StoreError, T, Tx};
 
 /// Most messages one sweep deletes; the rest waits for the next sweep.
@@ -57,7 +57,7 @@ pub fn sweep(tx: &mut Tx, budget: usize) -> Result<usize, StoreError> {
     tx.scan(T::Queues, &[], &[], |k, v| {
         let mut r = KeyReader::new(k);
         if let (Some(tenant), Some(queue)) = (r.str(), r.str())
-            && let Some(p) = Policy::of(&records::decode::<QueueRecord>(v)?)
+            && let Some(p) = Policy::of(&*super::queues::decode_queue(tx, v)?)
         {
             queues.push((tenant, queue, p));
         }
@@ -123,12 +123,9 @@ fn trim(
 
 /// The lowest cursor of the groups that have read the partition, if any has.
 fn min_cursor(tx: &Tx, tenant: &str, pid: u64) -> Result<Option<u64>, StoreError> {
-    let prefix = Key::tenant(tenant).u64(pid).into_bytes();
     let mut min: Option<u64> = None;
-    tx.scan(T::Consumers, &prefix, &prefix, |_, v| {
-        let c: ConsumerRecord = records::decode(v)?;
+    super::consumers::each_row(tx, tenant, pid, |_, c| {
         min = Some(min.map_or(c.cursor, |m| m.min(c.cursor)));
-        Ok(true)
     })?;
     Ok(min)
 }
