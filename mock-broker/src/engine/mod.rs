@@ -7,8 +7,10 @@
 //! No HTTP types appear here.
 
 pub mod ack;
+pub mod browse;
 pub mod consumers;
 pub mod dlq;
+pub mod ephemeral;
 pub mod groups;
 pub mod hints;
 pub(crate) mod ids;
@@ -22,7 +24,10 @@ pub mod queues;
 pub mod requests;
 pub mod resources;
 pub mod retention;
+pub mod status;
+pub mod streams;
 pub mod timers;
+pub mod traces;
 pub mod txn;
 pub mod writer;
 

@@ -2,6 +2,8 @@
 //! bodies. Handlers parse strictly, call the engine once, and render.
 
 mod acks;
+mod browse;
+mod ephemeral;
 pub mod error;
 pub mod extract;
 mod groups;
@@ -11,7 +13,10 @@ mod messages;
 mod queues;
 mod resources;
 pub mod serve;
+mod status;
+mod streams;
 mod timers;
+mod traces;
 mod txn;
 pub mod wire;
 
@@ -229,6 +234,11 @@ pub fn router(engine: Engine, auth: Option<Auth>) -> Router {
             get(timers::peek).delete(timers::cancel),
         )
         .route("/api/v1/locks", post(locks::locks))
+        .merge(browse::routes())
+        .merge(ephemeral::routes())
+        .merge(status::routes())
+        .merge(streams::routes())
+        .merge(traces::routes())
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))

@@ -125,6 +125,12 @@ pub enum T {
     TimerDue,
     /// (request id, a UUIDv7 so keys sort by time) -> the recorded answer
     Requests,
+    /// (tenant, query id or name) -> a registered stream query (`/streams/v1/queries`)
+    StreamQueries,
+    /// (tenant, query id, partition id, key) -> a stream's state cell
+    StreamState,
+    /// (tenant, trace key) -> a recorded trace event (`/api/v1/traces`)
+    Traces,
 }
 
 impl T {
@@ -133,13 +139,21 @@ impl T {
     pub fn compact(self) -> bool {
         !matches!(
             self,
-            T::Queues | T::Messages | T::Dlq | T::Kv | T::Timers | T::Requests
+            T::Queues
+                | T::Messages
+                | T::Dlq
+                | T::Kv
+                | T::Timers
+                | T::Requests
+                | T::StreamQueries
+                | T::StreamState
+                | T::Traces
         )
     }
 }
 
 /// Number of tables.
-pub const TABLE_COUNT: usize = 15;
+pub const TABLE_COUNT: usize = 18;
 
 /// The table definitions, indexed by [`T`].
 pub const TABLES: [Def; TABLE_COUNT] = [
@@ -158,6 +172,9 @@ pub const TABLES: [Def; TABLE_COUNT] = [
     TableDefinition::new("timers"),
     TableDefinition::new("timer_due"),
     TableDefinition::new("requests"),
+    TableDefinition::new("stream_queries"),
+    TableDefinition::new("stream_state"),
+    TableDefinition::new("traces"),
 ];
 
 /// redb's page cache when none is given: the pages a broker works on (partition

@@ -1,0 +1,1 @@
+//! The rules of the stream runner's routes (`/streams/v1/*`): query registration, claims, cycles, state.
