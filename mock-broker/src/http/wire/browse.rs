@@ -1,0 +1,1 @@
+//! The JSON shapes of browse's routes (see `http/browse.rs`).

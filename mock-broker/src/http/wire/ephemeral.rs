@@ -1,0 +1,1 @@
+//! The JSON shapes of ephemeral's routes (see `http/ephemeral.rs`).

@@ -1,0 +1,1 @@
+//! The JSON shapes of status's routes (see `http/status.rs`).

@@ -1,0 +1,1 @@
+//! The JSON shapes of streams's routes (see `http/streams.rs`).

@@ -1,0 +1,1 @@
+//! The JSON shapes of traces's routes (see `http/traces.rs`).
