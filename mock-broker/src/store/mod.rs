@@ -9,6 +9,7 @@ mod handle;
 pub mod keys;
 mod memory;
 pub mod records;
+pub mod stream_keys;
 mod tx;
 
 use std::path::Path;
