@@ -1,0 +1,3 @@
+//! # queen-verify
+//!
+//! Work in progress: worker verification under seeded fault schedules (issue 19).
