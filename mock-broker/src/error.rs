@@ -40,6 +40,14 @@ pub enum EngineError {
     /// A locks call breaks a rule of the locks API (HTTP 400 `locks_bad_request`).
     #[error("{0}")]
     LocksBadRequest(String),
+    /// An ephemeral queue is at its `maxBytes`/`maxLength` and its policy is `reject`
+    /// (HTTP 429 `queue_full`, with `Retry-After`).
+    #[error("{0}")]
+    QueueFull(String),
+    /// The ephemeral queues of this broker are at their memory budget (HTTP 503
+    /// `ephemeral_unavailable`, with `Retry-After`).
+    #[error("{0}")]
+    EphemeralUnavailable(String),
     /// The storage cap is reached and the command would add data (HTTP 507
     /// `storage_full`). Reads, acks and deletes still work.
     #[error("{0}")]

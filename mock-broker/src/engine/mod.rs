@@ -83,6 +83,10 @@ struct Shared {
     clock: Arc<dyn Clock>,
     wakers: Arc<Wakers>,
     closing: Arc<Closing>,
+    /// Push, pop and ack counts per minute ([`status`]).
+    activity: status::Activity,
+    /// The in-memory ephemeral queues ([`ephemeral`]).
+    ephemeral: ephemeral::Rings,
 }
 
 /// Set when the broker stops, so waiting pops answer at once instead of holding
@@ -120,6 +124,7 @@ impl Engine {
     ) -> (Engine, WriterThread) {
         let wakers = Arc::new(Wakers::default());
         let (writer, thread) = Writer::start(db.clone(), clock.clone(), wakers.clone(), cap);
+        let activity = status::Activity::new(clock.now_micros());
         (
             Engine {
                 shared: Arc::new(Shared {
@@ -128,6 +133,8 @@ impl Engine {
                     clock,
                     wakers,
                     closing: Arc::default(),
+                    activity,
+                    ephemeral: ephemeral::Rings::default(),
                 }),
             },
             thread,
@@ -198,14 +205,17 @@ impl Engine {
         tenant: &str,
         items: Vec<push::NewMessage>,
     ) -> Result<Vec<(String, push::Appended)>, EngineError> {
-        let tenant = tenant.to_string();
-        self.shared
+        let t = tenant.to_string();
+        let out = self
+            .shared
             .writer
             .submit(move |tx| {
                 tx.ensure_room()?;
-                push::push(tx, &tenant, items)
+                push::push(tx, &t, items)
             })
-            .await
+            .await?;
+        self.note_push(tenant, &out);
+        Ok(out)
     }
 
     /// Claims messages; with `wait`, long-polls until some arrive or it passes.
@@ -237,12 +247,14 @@ impl Engine {
                 .submit(move |tx| pop::pop(tx, &t, &r))
                 .await?;
             let Some(deadline) = deadline else {
+                self.note_pop(tenant, &out);
                 return Ok(out);
             };
             if !out.messages.is_empty()
                 || self.is_closing()
                 || tokio::time::Instant::now() >= deadline
             {
+                self.note_pop(tenant, &out);
                 return Ok(out);
             }
             let recheck = (tokio::time::Instant::now() + REPOLL).min(deadline);
@@ -268,19 +280,24 @@ impl Engine {
         tenant: &str,
         acks: Vec<ack::Ack>,
     ) -> Result<Vec<ack::AckOutcome>, EngineError> {
-        let tenant = tenant.to_string();
-        self.shared
+        let t = tenant.to_string();
+        let acks = Arc::new(acks);
+        let applied = acks.clone();
+        let out = self
+            .shared
             .writer
             .submit(move |tx| {
                 let mut call = ack::AckCall::new();
-                let mut out = Vec::with_capacity(acks.len());
-                for a in &acks {
-                    out.push(ack::ack(tx, &tenant, a, &mut call)?);
+                let mut out = Vec::with_capacity(applied.len());
+                for a in applied.iter() {
+                    out.push(ack::ack(tx, &t, a, &mut call)?);
                 }
-                call.finish(tx, &tenant)?;
+                call.finish(tx, &t)?;
                 Ok(out)
             })
-            .await
+            .await?;
+        self.note_ack(tenant, &acks, &out);
+        Ok(out)
     }
 
     /// Extends a lease.

@@ -68,6 +68,19 @@ pub struct PartitionStats {
     pub retained_bytes: u64,
     /// Consumer groups that have read it.
     pub groups: usize,
+    /// When the oldest message its slowest group has not committed was created;
+    /// `None` when every group (or, with no group yet, nobody) is caught up.
+    pub oldest_unconsumed_at: Option<Micros>,
+    /// Messages committed, summed over its groups (each group's cursor counts every
+    /// message it committed, including those retention has since deleted).
+    pub consumed: u64,
+}
+
+impl PartitionStats {
+    /// Messages not yet committed by its slowest group (pending and processing).
+    pub fn backlog(&self) -> u64 {
+        self.counts.pending + self.counts.processing
+    }
 }
 
 /// One queue's figures.
@@ -315,8 +328,10 @@ fn partition_stats(
     // The slowest group: the lowest cursor, and what it holds under a live lease.
     let mut slowest: Option<(u64, u64)> = None;
     let mut groups = 0;
+    let mut consumed = 0;
     consumers::each_row(r, tenant, id, |_, c| {
         groups += 1;
+        consumed += c.cursor.min(next_offset);
         let leased = if consumers::live_lease(&c, now).is_some() {
             c.pending
                 .range(c.cursor..)
@@ -338,6 +353,16 @@ fn partition_stats(
     };
     let completed = completed.min(stored);
     let processing = processing.min(stored - completed);
+    let oldest_unconsumed_at = if completed < stored {
+        let at = first_offset + completed;
+        r.get_record::<MessageRecord>(
+            T::Messages,
+            &Key::tenant(tenant).u64(id).u64(at).into_bytes(),
+        )?
+        .map(|m| m.created_at)
+    } else {
+        None
+    };
     Ok(PartitionStats {
         name,
         id,
@@ -354,6 +379,8 @@ fn partition_stats(
         },
         retained_bytes: bytes,
         groups,
+        oldest_unconsumed_at,
+        consumed,
     })
 }
 
@@ -386,4 +413,171 @@ fn dead_groups_of(
         Ok(true)
     })?;
     Ok(out)
+}
+
+/// One partition's backlog, as [`depth`] measures it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionDepth {
+    /// The partition's name.
+    pub partition: String,
+    /// Messages left to commit.
+    pub pending: u64,
+}
+
+/// A queue's backlog by watermark arithmetic: no message is read, only each
+/// partition's head, next offset and cursors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Depth {
+    /// The queue.
+    pub queue: String,
+    /// The group measured; `None`: the slowest group of each partition.
+    pub group: Option<String>,
+    /// Per partition, in name order.
+    pub partitions: Vec<PartitionDepth>,
+    /// The partitions' backlogs added up.
+    pub pending: u64,
+    /// Partitions owing anything.
+    pub partitions_pending: u64,
+}
+
+/// The backlog of one queue, for one group or (with `group: None`) for the slowest
+/// group of each partition; `None` when the queue does not exist. A group with no
+/// cursor on a partition owes its whole stored range there (the official client's
+/// `Admin::queue_depth` documents this), and so does a partition no group has read.
+pub fn depth(
+    db: &Database,
+    tenant: &str,
+    queue: &str,
+    group: Option<&str>,
+) -> Result<Option<Depth>, StoreError> {
+    let r = Reader::begin(db)?;
+    let t = Key::tenant(tenant);
+    if r.get(T::Queues, &t.clone().str(queue).into_bytes())?
+        .is_none()
+    {
+        return Ok(None);
+    }
+    let mut out = Depth {
+        queue: queue.to_string(),
+        group: group.map(str::to_string),
+        partitions: Vec::new(),
+        pending: 0,
+        partitions_pending: 0,
+    };
+    for p in list_partitions(&r, tenant, queue)? {
+        let next = p.rec.next_offset;
+        let first = first_stored(&r, tenant, p.rec.id)?.unwrap_or(next);
+        let cursor = match group {
+            Some(g) => r
+                .get_record::<crate::store::records::ConsumerRecord>(
+                    T::Consumers,
+                    &consumers::key(tenant, p.rec.id, g),
+                )?
+                .map(|c| c.cursor),
+            None => {
+                let mut lowest: Option<u64> = None;
+                consumers::each_row(&r, tenant, p.rec.id, |_, c| {
+                    lowest = Some(lowest.map_or(c.cursor, |l| l.min(c.cursor)));
+                })?;
+                lowest
+            }
+        };
+        let from = cursor.unwrap_or(first).max(first);
+        let pending = next.saturating_sub(from);
+        out.pending += pending;
+        out.partitions_pending += u64::from(pending > 0);
+        out.partitions.push(PartitionDepth {
+            partition: p.name,
+            pending,
+        });
+    }
+    Ok(Some(out))
+}
+
+/// The offset of a partition's oldest stored message, reading one key.
+fn first_stored(r: &Reader, tenant: &str, pid: u64) -> Result<Option<u64>, StoreError> {
+    let prefix = Key::tenant(tenant).u64(pid).into_bytes();
+    let mut first = None;
+    r.scan(T::Messages, &prefix, &prefix, |k, _| {
+        first = KeyReader::new(&k[prefix.len()..]).u64();
+        Ok(false)
+    })?;
+    Ok(first)
+}
+
+/// What a queue is grouped by in [`groupings`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupBy {
+    /// The queue's namespace.
+    Namespace,
+    /// The queue's task.
+    Task,
+}
+
+/// Queues sharing one namespace or task, with their figures added up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grouping {
+    /// The namespace or task.
+    pub name: String,
+    /// Its queues, in name order.
+    pub queues: Vec<String>,
+    /// Their partitions.
+    pub partitions: usize,
+    /// Their counts added up.
+    pub counts: Counts,
+}
+
+/// The namespaces (or tasks) of `queues`, in name order; a queue without one is in
+/// none.
+pub fn groupings(queues: &[QueueStats], by: GroupBy) -> Vec<Grouping> {
+    let mut out: std::collections::BTreeMap<&str, Grouping> = Default::default();
+    for q in queues {
+        let key = match by {
+            GroupBy::Namespace => q.record.namespace.as_deref(),
+            GroupBy::Task => q.record.task.as_deref(),
+        };
+        let Some(key) = key.filter(|k| !k.is_empty()) else {
+            continue;
+        };
+        let g = out.entry(key).or_insert_with(|| Grouping {
+            name: key.to_string(),
+            queues: Vec::new(),
+            partitions: 0,
+            counts: Counts::default(),
+        });
+        g.queues.push(q.name.clone());
+        g.partitions += q.partitions.len();
+        g.counts.add(&q.totals);
+    }
+    out.into_values().collect()
+}
+
+/// One row of [`busiest_partitions`].
+#[derive(Debug, Clone)]
+pub struct RankedPartition<'a> {
+    /// The partition's queue.
+    pub queue: &'a str,
+    /// The partition.
+    pub stats: &'a PartitionStats,
+}
+
+/// The partitions of `queues` holding the most pending first (then the most
+/// processing, then by queue and name), at most `limit` of them.
+pub fn busiest_partitions(queues: &[QueueStats], limit: usize) -> Vec<RankedPartition<'_>> {
+    let mut rows: Vec<RankedPartition<'_>> = queues
+        .iter()
+        .flat_map(|q| {
+            q.partitions.iter().map(|p| RankedPartition {
+                queue: &q.name,
+                stats: p,
+            })
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (b.stats.counts.pending, b.stats.counts.processing)
+            .cmp(&(a.stats.counts.pending, a.stats.counts.processing))
+            .then_with(|| (a.queue, &a.stats.name).cmp(&(b.queue, &b.stats.name)))
+    });
+    rows.truncate(limit);
+    rows
 }

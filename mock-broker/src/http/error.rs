@@ -74,6 +74,18 @@ impl From<EngineError> for ApiError {
             EngineError::LocksBadRequest(_) => {
                 ApiError::new(StatusCode::BAD_REQUEST, "locks_bad_request", message)
             }
+            EngineError::QueueFull(_) => ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, "queue_full", message)
+            },
+            EngineError::EphemeralUnavailable(_) => ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "ephemeral_unavailable",
+                    message,
+                )
+            },
             EngineError::StorageFull(_) => ApiError {
                 // Space may come back (acks and deletes free it, an operator adds it).
                 retry_after: Some(5),
