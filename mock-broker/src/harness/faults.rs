@@ -476,6 +476,15 @@ impl Faults {
         lock(&self.hits).clone()
     }
 
+    /// Records a hit chosen by a [`RequestHook`](super::RequestHook).
+    pub(crate) fn record_hit(&self, method: &str, path: &str, kind: FaultKind) {
+        lock(&self.hits).push(FaultHit {
+            method: method.to_string(),
+            path: path.to_string(),
+            kind,
+        });
+    }
+
     /// Takes one use of the first fault matching the call.
     pub(crate) fn take(&self, method: &str, path: &str) -> Option<FaultKind> {
         let mut rules = lock(&self.rules);

@@ -29,6 +29,7 @@
 //! ```
 
 mod faults;
+mod hooks;
 mod inspect;
 mod log;
 mod storage;
@@ -40,6 +41,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 pub use faults::{Fault, FaultHit, FaultKind, Faults};
+pub use hooks::{CallInfo, HookFuture, Hooks, RequestHook};
 pub use inspect::{InspectedCursor, InspectedMessage, InspectedTimer, Inspector};
 pub use log::{LoggedRequest, RequestLog};
 pub(crate) use storage::FaultyBackend;
@@ -63,9 +65,12 @@ pub struct Harness {
     pub faults: Arc<Faults>,
     /// Every request received.
     pub log: Arc<RequestLog>,
+    /// A [`RequestHook`] called around every request, if one is set.
+    pub hooks: Arc<Hooks>,
 }
 
-/// The middleware: takes a matching fault, if any, applies it, and logs the request
+/// The middleware: asks the [`RequestHook`], if one is set, for the call's fault, else takes a
+/// matching injected fault, if any; applies it, and logs the request
 /// with the status answered.
 ///
 /// ```
@@ -90,11 +95,36 @@ pub struct Harness {
 pub async fn layer(State(h): State<Harness>, req: Request, next: Next) -> Response {
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
-    let fault = h.faults.take(&method, &path);
+    let hook = h.hooks.current();
+    let call = hook.as_ref().map(|_| CallInfo {
+        seq: h.hooks.next_seq(),
+        method: method.clone(),
+        path: path.clone(),
+        user_agent: req
+            .headers()
+            .get(axum::http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
+    });
+    let hooked = match (&hook, &call) {
+        (Some(hook), Some(call)) => hook.before(call).await,
+        _ => None,
+    };
+    let fault = match hooked {
+        Some(kind) => {
+            h.faults.record_hit(&method, &path, kind);
+            Some(kind)
+        }
+        None => h.faults.take(&method, &path),
+    };
     let res = match fault {
         Some(kind) => faults::apply(kind, req, next).await,
         None => next.run(req).await,
     };
-    h.log.record(&method, &path, res.status().as_u16(), fault);
+    let status = res.status().as_u16();
+    h.log.record(&method, &path, status, fault);
+    if let (Some(hook), Some(call)) = (&hook, &call) {
+        hook.after(call, status, fault);
+    }
     res
 }
