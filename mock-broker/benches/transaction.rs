@@ -12,7 +12,7 @@
 //! - gates the step on `putIfAbsent` `paid` / `order-{n}-paid` (`required: true`),
 //! - schedules a timer on `reminders` keyed `order-{n}` a day away.
 //!
-//! The body is built with `serde_json::json!`, parsed with `txn::parse` and run with
+//! The body is built with `serde_json::json!`, parsed with `http::parse_transaction` and run with
 //! `Engine::transaction`; every answer must say `success: true`. The pop and the
 //! transaction are timed together as the step, at 1 and at 64 concurrent callers, so
 //! the throughput criterion reports (elements per second) is steps per second. The
@@ -33,10 +33,11 @@ mod common;
 
 use common::{Bed, CALLERS, PARTITIONS, PREFILL_CHUNK, config, next_id, runtime};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use queen_mock_broker::engine::DEFAULT_TENANT;
 use queen_mock_broker::engine::consumers::StartAt;
 use queen_mock_broker::engine::pop::{PopRequest, Target};
 use queen_mock_broker::engine::push::NewMessage;
-use queen_mock_broker::engine::{DEFAULT_TENANT, txn};
+use queen_mock_broker::http::parse_transaction;
 use queen_mock_broker::{Engine, StatsSnapshot};
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -196,7 +197,8 @@ async fn txn_run(engine: &Engine, queue: &str, callers: usize, iters: u64) -> (D
                         m.partition_id,
                         &popped.lease_id,
                     );
-                    let t = txn::parse(&body).expect("the seed's shape parses");
+                    let t = parse_transaction(&serde_json::to_vec(&body).expect("JSON renders"))
+                        .expect("the seed's shape parses");
                     let answer = engine
                         .transaction(DEFAULT_TENANT, t)
                         .await

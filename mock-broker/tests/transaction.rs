@@ -721,17 +721,18 @@ async fn every_call_gets_its_own_transaction_id() {
 
 #[tokio::test]
 async fn a_request_id_already_answered_is_never_applied_again() {
-    use queen_mock_broker::engine::{DEFAULT_TENANT, requests, txn};
+    use queen_mock_broker::engine::{DEFAULT_TENANT, requests};
+    use queen_mock_broker::http::parse_transaction;
     let h = Harness::new().await;
     let engine = h.broker.engine();
-    let body = json!({"kv": [{"op": "incr", "ns": "c", "key": "n", "forever": true}]});
+    let body = br#"{"kv": [{"op": "incr", "ns": "c", "key": "n", "forever": true}]}"#;
     let id = requests::new_id();
     let first = engine
-        .transaction_as(DEFAULT_TENANT, &id, txn::parse(&body).unwrap())
+        .transaction_as(DEFAULT_TENANT, &id, parse_transaction(body).unwrap())
         .await
         .unwrap();
     let again = engine
-        .transaction_as(DEFAULT_TENANT, &id, txn::parse(&body).unwrap())
+        .transaction_as(DEFAULT_TENANT, &id, parse_transaction(body).unwrap())
         .await
         .unwrap();
     assert_eq!(first, again, "answered from the record");
@@ -741,7 +742,7 @@ async fn a_request_id_already_answered_is_never_applied_again() {
         .transaction_as(
             DEFAULT_TENANT,
             &requests::new_id(),
-            txn::parse(&body).unwrap(),
+            parse_transaction(body).unwrap(),
         )
         .await
         .unwrap();

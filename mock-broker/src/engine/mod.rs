@@ -425,7 +425,7 @@ impl Engine {
         tenant: &str,
         ops: Vec<timers::TimerOp>,
     ) -> Result<Vec<timers::TimerResult>, EngineError> {
-        let adds = ops.iter().any(|op| op.kind.adds_data());
+        let adds = ops.iter().any(timers::TimerOp::adds_data);
         self.each(tenant, ops, adds, timers::apply).await
     }
 

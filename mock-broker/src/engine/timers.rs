@@ -46,40 +46,40 @@ pub struct TimerRecord {
     pub scheduled_at: Micros,
 }
 
-/// The operations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimerKind {
-    /// Set (replacing a pending timer of the key).
-    Schedule,
-    /// Replace (scheduling when absent).
-    Reschedule,
-    /// Remove a pending timer.
-    Cancel,
-}
-
-impl TimerKind {
-    /// Whether the op stores a timer (a cancel only frees space).
-    pub fn adds_data(self) -> bool {
-        !matches!(self, Self::Cancel)
-    }
-}
-
-/// One parsed timer operation.
+/// One parsed timer operation. A schedule and a reschedule do the same thing (set the
+/// key's timer, replacing a pending one; the answer says which happened); they stay two
+/// variants because the wire names them apart and a log should too.
 #[derive(Debug, Clone)]
-pub struct TimerOp {
-    /// Which operation.
-    pub kind: TimerKind,
+pub enum TimerOp {
+    /// `schedule`: set the key's timer.
+    Schedule(TimerSpec),
+    /// `reschedule`: replace the key's timer (scheduling it when absent).
+    Reschedule(TimerSpec),
+    /// `cancel`: remove the key's pending timer, only if `owner` (when given) set it.
+    Cancel {
+        /// Target queue.
+        queue: String,
+        /// The timer's key within the queue.
+        timer_key: String,
+        /// The `transactionId` the pending timer must carry.
+        owner: Option<String>,
+    },
+}
+
+/// What a schedule or reschedule sets.
+#[derive(Debug, Clone)]
+pub struct TimerSpec {
     /// Target queue.
     pub queue: String,
     /// The timer's key within the queue.
     pub timer_key: String,
-    /// Base64 payload (schedule, reschedule).
+    /// Base64 payload.
     pub payload: String,
     /// Decoded payload length.
     pub payload_len: usize,
     /// Delay from now.
     pub delay_ms: i64,
-    /// The pushed message's `transactionId`; minted when absent. For cancel: the owner.
+    /// The pushed message's `transactionId`; minted when absent.
     pub txn: Option<String>,
     /// Target partition.
     pub partition: String,
@@ -87,6 +87,39 @@ pub struct TimerOp {
     pub zstd: bool,
     /// Payload flags, kept and echoed.
     pub encrypted: bool,
+}
+
+impl TimerOp {
+    /// The target `(queue, timerKey)`.
+    pub fn target(&self) -> (&str, &str) {
+        match self {
+            Self::Schedule(s) | Self::Reschedule(s) => (&s.queue, &s.timer_key),
+            Self::Cancel {
+                queue, timer_key, ..
+            } => (queue, timer_key),
+        }
+    }
+
+    /// The timer this op sets, if it sets one.
+    pub fn spec(&self) -> Option<&TimerSpec> {
+        match self {
+            Self::Schedule(s) | Self::Reschedule(s) => Some(s),
+            Self::Cancel { .. } => None,
+        }
+    }
+
+    /// Whether the op stores a timer (a cancel only frees space).
+    pub fn adds_data(&self) -> bool {
+        self.spec().is_some()
+    }
+
+    /// The `transactionId` the op names: the pushed message's, or a cancel's owner.
+    fn txn(&self) -> Option<&String> {
+        match self {
+            Self::Schedule(s) | Self::Reschedule(s) => s.txn.as_ref(),
+            Self::Cancel { owner, .. } => owner.as_ref(),
+        }
+    }
 }
 
 /// A 400 of a standalone call (`timers_bad_request`) or of a transaction
@@ -104,13 +137,11 @@ fn bad(standalone: bool, message: String) -> EngineError {
 pub fn check_call(ops: &[TimerOp], standalone: bool, horizon_s: i64) -> Result<(), EngineError> {
     let mut seen = std::collections::HashSet::new();
     for (i, op) in ops.iter().enumerate() {
-        if !seen.insert((op.queue.as_str(), op.timer_key.as_str())) {
+        let (queue, key) = op.target();
+        if !seen.insert((queue, key)) {
             return Err(bad(
                 standalone,
-                format!(
-                    "timers[{i}]: {}/{} appears twice in one call",
-                    op.queue, op.timer_key
-                ),
+                format!("timers[{i}]: {queue}/{key} appears twice in one call"),
             ));
         }
     }
@@ -124,13 +155,14 @@ pub fn check_call(ops: &[TimerOp], standalone: bool, horizon_s: i64) -> Result<(
         ));
     }
     for (i, op) in ops.iter().enumerate() {
+        let Some(op) = op.spec() else { continue };
         if op.payload_len > MAX_PAYLOAD_BYTES {
             return Err(EngineError::PayloadTooLarge(format!(
                 "operations[{i}].payload is {} bytes decoded; the limit is {MAX_PAYLOAD_BYTES}",
                 op.payload_len
             )));
         }
-        if op.kind != TimerKind::Cancel && op.delay_ms > horizon_s.saturating_mul(1000) {
+        if op.delay_ms > horizon_s.saturating_mul(1000) {
             return Err(EngineError::TimerHorizonExceeded(format!(
                 "operations[{i}].delayMs reaches past the {horizon_s} s horizon"
             )));
@@ -215,48 +247,53 @@ pub struct TimerResult {
 }
 
 fn result(status: TimerStatus, op: &TimerOp, rec: Option<TimerRecord>) -> TimerResult {
+    let (queue, timer_key) = op.target();
     TimerResult {
         status,
-        queue: op.queue.clone(),
-        timer_key: op.timer_key.clone(),
-        txn: op.txn.clone(),
+        queue: queue.to_string(),
+        timer_key: timer_key.to_string(),
+        txn: op.txn().cloned(),
         record: rec,
     }
 }
 
 /// Applies one operation.
 pub fn apply(tx: &mut Tx, tenant: &str, op: &TimerOp) -> Result<TimerResult, StoreError> {
-    let existing = get(tx, tenant, &op.queue, &op.timer_key)?;
-    if op.kind == TimerKind::Cancel {
-        return Ok(match existing {
-            Some(rec) if op.txn.as_ref().is_none_or(|t| *t == rec.txn) => {
-                remove(tx, tenant, &op.queue, &op.timer_key, &rec);
-                result(TimerStatus::Cancelled, op, Some(rec))
-            }
-            _ => result(TimerStatus::Absent, op, None),
-        });
-    }
+    let (queue, key) = op.target();
+    let existing = get(tx, tenant, queue, key)?;
+    let spec = match op {
+        TimerOp::Cancel { owner, .. } => {
+            return Ok(match existing {
+                Some(rec) if owner.as_ref().is_none_or(|t| *t == rec.txn) => {
+                    remove(tx, tenant, queue, key, &rec);
+                    result(TimerStatus::Cancelled, op, Some(rec))
+                }
+                _ => result(TimerStatus::Absent, op, None),
+            });
+        }
+        TimerOp::Schedule(spec) | TimerOp::Reschedule(spec) => spec,
+    };
     if let Some(old) = &existing {
-        remove(tx, tenant, &op.queue, &op.timer_key, old);
+        remove(tx, tenant, queue, key, old);
     }
     let message_id = ids::message_id();
     let rec = TimerRecord {
-        txn: op.txn.clone().unwrap_or_else(|| message_id.clone()),
+        txn: spec.txn.clone().unwrap_or_else(|| message_id.clone()),
         message_id,
         deliver_at: tx
             .now
-            .saturating_add(op.delay_ms.max(0).saturating_mul(1000)),
-        partition: op.partition.clone(),
-        payload: op.payload.clone(),
-        zstd: op.zstd,
-        encrypted: op.encrypted,
+            .saturating_add(spec.delay_ms.max(0).saturating_mul(1000)),
+        partition: spec.partition.clone(),
+        payload: spec.payload.clone(),
+        zstd: spec.zstd,
+        encrypted: spec.encrypted,
         attempts: 0,
         scheduled_at: tx.now,
     };
-    tx.put(T::Timers, timer_key(tenant, &op.queue, &op.timer_key), &rec);
+    tx.put(T::Timers, timer_key(tenant, queue, key), &rec);
     tx.put(
         T::TimerDue,
-        due_key(rec.deliver_at, tenant, &op.queue, &op.timer_key),
+        due_key(rec.deliver_at, tenant, queue, key),
         &(),
     );
     let status = if existing.is_some() {

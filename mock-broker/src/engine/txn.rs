@@ -16,7 +16,6 @@ use super::kv::{self, KvKind, KvOp, KvResult, Lost};
 use super::push::{NewMessage, append};
 use super::queues::{PartitionEntry, partition_key};
 use super::timers::{self, TimerOp, TimerResult};
-use crate::error::EngineError;
 use crate::store::records::PartitionRecord;
 use crate::store::{StoreError, T, Tx};
 
@@ -66,7 +65,7 @@ impl Transaction {
     pub fn adds_data(&self) -> bool {
         self.ops.iter().any(|op| matches!(op, TxnOp::Push(_)))
             || self.kv.iter().any(|op| op.kind().adds_data())
-            || self.timers.iter().any(|op| op.kind.adds_data())
+            || self.timers.iter().any(|op| op.adds_data())
     }
 
     /// Stamps the caller's subject on every pushed message (`producerSub` comes from the
@@ -80,13 +79,6 @@ impl Transaction {
             }
         }
     }
-}
-
-/// Parses and checks a transaction body from any serde source (a JSON value built by a
-/// test or a bench). The rules live with the wire shape in
-/// `http::wire::txn`; the HTTP route parses the body's bytes there directly.
-pub fn parse<'de, D: serde::Deserializer<'de>>(body: D) -> Result<Transaction, EngineError> {
-    crate::http::wire::txn::from_deserializer(body)
 }
 
 /// What one part of a committed transaction did, at its slot.

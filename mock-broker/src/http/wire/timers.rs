@@ -12,7 +12,7 @@ use super::kv::At;
 use crate::clock::format_iso;
 use crate::engine::push::MAX_TRANSACTION_ID_BYTES;
 use crate::engine::queues::{DEFAULT_PARTITION, check_name};
-use crate::engine::timers::{TimerKind, TimerOp, TimerPage, TimerRecord, TimerResult};
+use crate::engine::timers::{TimerOp, TimerPage, TimerRecord, TimerResult, TimerSpec};
 use crate::error::EngineError;
 
 /// Fields the broker owns: a request that carries one is refused.
@@ -75,10 +75,11 @@ impl TimerOpWire {
             }
         }
         let op = self.op.ok_or_else(|| bad(format!("{at}.op is required")))?;
-        let kind = match op.as_str() {
-            "schedule" => TimerKind::Schedule,
-            "reschedule" => TimerKind::Reschedule,
-            "cancel" => TimerKind::Cancel,
+        // `None`: a cancel, which sets nothing.
+        let set: Option<fn(TimerSpec) -> TimerOp> = match op.as_str() {
+            "schedule" => Some(TimerOp::Schedule),
+            "reschedule" => Some(TimerOp::Reschedule),
+            "cancel" => None,
             other => {
                 return Err(bad(format!("{at}.op: unknown timer operation {other:?}")));
             }
@@ -93,10 +94,6 @@ impl TimerOpWire {
         if timer_key.is_empty() || timer_key.len() > 1024 {
             return Err(bad(format!("{at}.timerKey must be 1 to 1024 bytes")));
         }
-        let partition = self
-            .partition
-            .unwrap_or_else(|| DEFAULT_PARTITION.to_string());
-        check_name("partition", &partition)?;
         if self
             .txn
             .as_ref()
@@ -104,32 +101,38 @@ impl TimerOpWire {
         {
             return Err(bad(format!("{at}.txn is over 65,535 bytes")));
         }
-        let mut out = TimerOp {
-            kind,
+        let partition = self
+            .partition
+            .unwrap_or_else(|| DEFAULT_PARTITION.to_string());
+        check_name("partition", &partition)?;
+        let Some(set) = set else {
+            return Ok(TimerOp::Cancel {
+                queue,
+                timer_key,
+                owner: self.txn,
+            });
+        };
+        let payload = self
+            .payload
+            .ok_or_else(|| bad(format!("{at}.payload is required")))?;
+        let payload_len = B64
+            .decode(&payload)
+            .map_err(|e| bad(format!("{at}.payload must be base64: {e}")))?
+            .len();
+        let delay_ms = self
+            .delay_ms
+            .ok_or_else(|| bad(format!("{at}.delayMs is required")))?;
+        Ok(set(TimerSpec {
             queue,
             timer_key,
-            payload: String::new(),
-            payload_len: 0,
-            delay_ms: 0,
+            payload,
+            payload_len,
+            delay_ms,
             txn: self.txn,
             partition,
             zstd: self.payload_zstd.unwrap_or(false),
             encrypted: self.encrypted.unwrap_or(false),
-        };
-        if kind != TimerKind::Cancel {
-            let payload = self
-                .payload
-                .ok_or_else(|| bad(format!("{at}.payload is required")))?;
-            let bytes = B64
-                .decode(&payload)
-                .map_err(|e| bad(format!("{at}.payload must be base64: {e}")))?;
-            out.payload_len = bytes.len();
-            out.payload = payload;
-            out.delay_ms = self
-                .delay_ms
-                .ok_or_else(|| bad(format!("{at}.delayMs is required")))?;
-        }
-        Ok(out)
+        }))
     }
 }
 

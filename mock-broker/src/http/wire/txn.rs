@@ -3,7 +3,7 @@
 //! `positions`, each element with its own rules and the path of its refusals.
 
 use serde::de::IgnoredAny;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -246,14 +246,6 @@ impl PositionWire {
             offset,
         })
     }
-}
-
-/// Parses a transaction body from any serde source (a `serde_json::Value` built by a
-/// test or a bench; the route parses its bytes with [`TxnBody`] directly).
-pub fn from_deserializer<'de, D: Deserializer<'de>>(body: D) -> Result<Transaction, EngineError> {
-    TxnBody::deserialize(body)
-        .map_err(|e| bad(format!("invalid JSON body: {e}")))?
-        .into_transaction()
 }
 
 /// A committed ack, as answered.
