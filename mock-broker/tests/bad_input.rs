@@ -228,3 +228,47 @@ async fn a_body_that_says_it_is_not_json_is_415_and_stores_nothing() {
         .unwrap();
     assert_eq!(res.status().as_u16(), 200);
 }
+
+/// Sends raw bytes on a new connection and reads the answer until the broker closes it.
+async fn raw_exchange(h: &Harness, request: &[u8]) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = h.broker.url().trim_start_matches("http://").to_string();
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // The broker may answer and close before it has read all of an oversized head.
+    let _ = conn.write_all(request).await;
+    let mut answer = Vec::new();
+    let _ = conn.read_to_end(&mut answer).await;
+    let text = String::from_utf8(answer).unwrap();
+    let status = text[9..12].parse().unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{head}"
+    );
+    (status, serde_json::from_str(body).unwrap())
+}
+
+#[tokio::test]
+async fn requests_hyper_cannot_parse_answer_json_too() {
+    let h = Harness::new().await;
+    let before = h.broker.stats().commits;
+    let (status, body) = raw_exchange(&h, b"NOT HTTP AT ALL\r\n\r\n").await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("bad_request")));
+    let long_uri = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    let (status, body) = raw_exchange(&h, long_uri.as_bytes()).await;
+    assert_eq!((status, body["code"].as_str()), (414, Some("uri_too_long")));
+    let big_head = format!(
+        "POST /api/v1/push HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(500_000)
+    );
+    let (status, body) = raw_exchange(&h, big_head.as_bytes()).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (431, Some("headers_too_large"))
+    );
+    assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()));
+    assert_eq!(h.broker.stats().commits, before, "nothing written");
+    // The broker goes on serving well-formed requests.
+    assert_eq!(h.get("/health").await.0, 200);
+}

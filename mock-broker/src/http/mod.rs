@@ -18,6 +18,7 @@ mod streams;
 mod timers;
 mod traces;
 mod txn;
+mod unparsable;
 pub mod wire;
 
 use std::sync::Arc;
@@ -28,7 +29,7 @@ use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub use messages::parse_push;
@@ -196,7 +197,7 @@ pub fn router(engine: Engine, auth: Option<Auth>) -> Router {
         )
         .route(
             "/api/v1/messages/{partition_id}/{transaction_id}",
-            get(resources::message),
+            get(resources::message).delete(browse::delete_message),
         )
         .route("/api/v1/push", post(messages::push))
         .route("/api/v1/pop", get(messages::pop_discovery))
@@ -208,19 +209,6 @@ pub fn router(engine: Engine, auth: Option<Auth>) -> Router {
         .route("/api/v1/ack", post(acks::ack))
         .route("/api/v1/ack/batch", post(acks::ack_batch))
         .route("/api/v1/lease/{lease}/extend", post(acks::extend))
-        .route(
-            "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
-            post(groups::seek_queue),
-        )
-        .route(
-            "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek",
-            post(groups::seek_partition),
-        )
-        .route(
-            "/api/v1/consumer-groups/{group}",
-            delete(groups::delete_group),
-        )
-        .route("/api/v1/dlq", get(groups::dlq))
         .route("/api/v1/transaction", post(txn::transaction))
         .route("/api/v1/kv", post(kv::kv))
         .route(
@@ -229,11 +217,14 @@ pub fn router(engine: Engine, auth: Option<Auth>) -> Router {
         )
         .route("/api/v1/timers", post(timers::timers))
         .route("/api/v1/timers/{queue}", get(timers::list))
+        // A timer key may contain `/` (the official clients send it unescaped): the
+        // key is the whole rest of the path.
         .route(
-            "/api/v1/timers/{queue}/{key}",
+            "/api/v1/timers/{queue}/{*key}",
             get(timers::peek).delete(timers::cancel),
         )
         .route("/api/v1/locks", post(locks::locks))
+        .merge(groups::routes())
         .merge(browse::routes())
         .merge(ephemeral::routes())
         .merge(status::routes())

@@ -71,6 +71,7 @@ pub async fn serve(
         };
         // Answers are written whole; Nagle would only delay the last segment.
         let _ = stream.set_nodelay(true);
+        let stream = super::unparsable::JsonParseErrors::new(stream);
         let conn = http.serve_connection(TokioIo::new(stream), service.clone());
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
