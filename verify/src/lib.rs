@@ -1,3 +1,103 @@
 //! # queen-verify
 //!
-//! Work in progress: worker verification under seeded fault schedules (issue 19).
+//! Prove a Queen worker exactly-once under faults. The hard part of a worker is not the
+//! happy path but what happens when an answer is lost after a commit, a lease expires
+//! mid-step, the broker restarts, or a 503 comes back: does it push twice, lose a
+//! message, or loop? [`WorkerCheck`] answers that for *your* worker: it runs it under
+//! many seeded random fault schedules, each on a fresh in-process durable broker
+//! ([`queen_mock_broker::MockBroker`] on a temporary file and a manual clock), checks
+//! your [`Invariant`]s against the broker's stored state after each run, and shrinks
+//! the first failing schedule (with proptest) to a minimal one that it prints with the
+//! calls around its faults and the one call that replays it.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use queen_sdk::{SubscriptionMode, Ttl};
+//! use queen_verify::{Input, Invariant, WorkerCheck};
+//! use serde_json::json;
+//!
+//! let verdict = WorkerCheck::new(|client, stop| async move {
+//!     let steps = client.clone();
+//!     client
+//!         .worker::<serde_json::Value>("orders")
+//!         .group("billing")
+//!         .subscription(SubscriptionMode::All)
+//!         .run(
+//!             move |order| {
+//!                 let id = order.data["orderId"].as_str().unwrap_or_default().to_string();
+//!                 let step = steps
+//!                     .transaction()
+//!                     .ack(&order) // fenced by its lease
+//!                     .push("receipts", |p| p.payload(&json!({"orderId": id}))) // derived id
+//!                     .once("paid", &format!("{id}-paid"), Ttl::days(1)); // a gate
+//!                 async move { Ok::<_, String>(step) }
+//!             },
+//!             stop,
+//!         )
+//!         .await
+//! })
+//! .group("billing")
+//! .inputs(["o-1", "o-2"].map(|id| Input::new("orders", &json!({"orderId": id}))))
+//! .invariant(Invariant::inputs_acked())
+//! .invariant(Invariant::pushed_once("receipts", "orderId", [("Default", "o-1"), ("Default", "o-2")]))
+//! .invariant(Invariant::no_dead_letters())
+//! .schedules(4)
+//! .run()
+//! .await;
+//! assert!(verdict.passed(), "{verdict}");
+//! # }
+//! ```
+//!
+//! ## Faults
+//!
+//! A [`Schedule`] ties each [`Fault`] to one call, named by route and ordinal
+//! (`transaction#2:commit-then-drop`): 503 before applying, commit then 503, commit then a
+//! dropped connection, a delay, 429 with `Retry-After`, a lease expiry (the broker's
+//! clock jumps past the lease while the call is in flight, and the call is held so
+//! another replica can take the message), a broker crash and restart on the same file
+//! between two calls, and a worker restart (the replica that sent the call is cancelled
+//! mid-call and started again). A [`FaultPlan`] says which kinds, on which routes, how
+//! often, and how many per schedule.
+//!
+//! Besides the schedule, a run moves the broker's clock past the lease whenever the
+//! worker makes no progress for a moment with inputs unacknowledged (what a lost answer
+//! or a killed worker leaves waits on a lease), and ends when the worker's group has
+//! acknowledged every input, or counts as a violation after [`WorkerCheck::run_timeout`].
+//!
+//! ## What is deterministic
+//!
+//! A seed fixes the schedules drawn ([`WorkerCheck::drawn`] lists them) and a schedule
+//! fixes which call on each route gets which fault. What is *not* fixed is the
+//! interleaving the tokio scheduler and the OS produce: which replica sends the n-th
+//! transaction, whether another replica takes a message during a lease-expiry hold,
+//! when an idle worker's lease is made to lapse, and backoff timing. So a schedule that
+//! failed can pass on a replay, most often with a lease expiry or several replicas
+//! involved; shrinking keeps a smaller schedule only when it breaks the same invariant,
+//! and a report prints the trace of the failing run itself, not of a replay. Run a
+//! replay a few times, or with [`WorkerCheck::replicas`]`(1)`, when it does not fail at
+//! once.
+//!
+//! ## Layout
+//!
+//! - `check`: [`WorkerCheck`], the builder and the run/shrink loop;
+//! - `schedule`: [`Schedule`], [`Fault`], [`FaultPlan`] and the proptest strategy;
+//! - `invariant`: [`Invariant`] and its helpers, over the final [`State`];
+//! - `run`: one schedule's run, driven by a request hook on the broker's harness;
+//! - `report`: [`Verdict`], [`Counterexample`] and the trace.
+
+#![warn(missing_docs)]
+
+mod check;
+mod invariant;
+mod report;
+mod run;
+mod schedule;
+
+pub use check::{Input, SCHEDULES_VAR, WorkerCheck, WorkerResult};
+pub use invariant::{Invariant, State};
+pub use report::{Counterexample, Event, TraceCall, TraceEntry, Verdict, Violation};
+pub use run::Stop;
+pub use schedule::{
+    Fault, FaultKind, FaultPlan, ParseScheduleError, Route, Schedule, ScheduledFault,
+};

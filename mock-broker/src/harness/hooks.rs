@@ -86,7 +86,9 @@ pub trait RequestHook: Send + Sync + 'static {
     fn before(&self, call: &CallInfo) -> HookFuture;
 
     /// After the call was answered (for a dropped connection: the status whose
-    /// headers went out), with the fault applied to it, if any. The default does
+    /// headers went out), with the fault applied to it, if any; with status 499 when
+    /// the call was cancelled before its answer (its client went away: whether it
+    /// applied depends on how far it got). Called once per call. The default does
     /// nothing.
     fn after(&self, call: &CallInfo, status: u16, fault: Option<FaultKind>) {
         let _ = (call, status, fault);

@@ -95,20 +95,26 @@ pub struct Harness {
 pub async fn layer(State(h): State<Harness>, req: Request, next: Next) -> Response {
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
-    let hook = h.hooks.current();
-    let call = hook.as_ref().map(|_| CallInfo {
-        seq: h.hooks.next_seq(),
-        method: method.clone(),
-        path: path.clone(),
-        user_agent: req
-            .headers()
-            .get(axum::http::header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string),
+    // With a hook, `after` is called exactly once: with the status, or with 499 when
+    // the call is dropped first (the client went away and the server cancelled it).
+    let mut guard = h.hooks.current().map(|hook| AfterGuard {
+        call: CallInfo {
+            seq: h.hooks.next_seq(),
+            method: method.clone(),
+            path: path.clone(),
+            user_agent: req
+                .headers()
+                .get(axum::http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+        },
+        hook,
+        fault: None,
+        done: false,
     });
-    let hooked = match (&hook, &call) {
-        (Some(hook), Some(call)) => hook.before(call).await,
-        _ => None,
+    let hooked = match &guard {
+        Some(g) => g.hook.before(&g.call).await,
+        None => None,
     };
     let fault = match hooked {
         Some(kind) => {
@@ -117,14 +123,34 @@ pub async fn layer(State(h): State<Harness>, req: Request, next: Next) -> Respon
         }
         None => h.faults.take(&method, &path),
     };
+    if let Some(g) = &mut guard {
+        g.fault = fault;
+    }
     let res = match fault {
         Some(kind) => faults::apply(kind, req, next).await,
         None => next.run(req).await,
     };
     let status = res.status().as_u16();
     h.log.record(&method, &path, status, fault);
-    if let (Some(hook), Some(call)) = (&hook, &call) {
-        hook.after(call, status, fault);
+    if let Some(mut g) = guard {
+        g.done = true;
+        g.hook.after(&g.call, status, fault);
     }
     res
+}
+
+/// Tells the hook a call ended with 499 if it is dropped before its answer.
+struct AfterGuard {
+    hook: Arc<dyn RequestHook>,
+    call: CallInfo,
+    fault: Option<FaultKind>,
+    done: bool,
+}
+
+impl Drop for AfterGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            self.hook.after(&self.call, 499, self.fault);
+        }
+    }
 }

@@ -1,0 +1,323 @@
+//! Proves the order worker of `spec/transaction.md` exactly-once under faults, and shows
+//! two broken workers caught, each with its minimal fault schedule (`queen-verify`).
+//!
+//! 1. The order worker (ack the event, push a receipt, put the order's state, set the
+//!    `once` marker, schedule a reminder: one transaction, fenced by the lease, the
+//!    receipt's id derived from the event) runs under N seeded fault schedules (default
+//!    500): 503s, commits whose answers are lost, delays, 429s, lease expiries mid-step,
+//!    broker crashes and restarts on the same file, worker restarts. Every run must end
+//!    with every order acknowledged, one receipt per order, the order's state and its
+//!    marker written, one reminder per order, nothing dead-lettered.
+//! 2. A worker that pushes its receipt in a call of its own under a random transaction
+//!    id, then commits the rest: a step that runs twice pushes a second receipt.
+//! 3. A worker that acks without the lease and adds to a revenue counter without a
+//!    gate: two replicas that both take a message whose lease lapsed both count it.
+//!
+//! It needs no broker (each schedule runs on a fresh in-process one; `QUEEN_URL` is not
+//! read) and exits 0 only when the order worker passes and both broken ones are caught.
+//!
+//! ```sh
+//! cargo run --release -p queen-examples --bin verify-worker              # 500 schedules
+//! QUEEN_VERIFY_SCHEDULES=50 cargo run -p queen-examples --bin verify-worker
+//! ```
+
+use std::convert::Infallible;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use queen_sdk::{Client, Message, PushItem, SubscriptionMode, TransactionBuilder, Ttl};
+use queen_verify::{Input, Invariant, State, Stop, Verdict, WorkerCheck};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// The event a payment service publishes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct OrderPaid {
+    order_id: String,
+    customer: String,
+    total: i64,
+}
+
+const ORDERS: [(&str, &str, i64); 4] = [
+    ("order-1", "customer-1", 120),
+    ("order-2", "customer-1", 80),
+    ("order-3", "customer-2", 45),
+    ("order-4", "customer-2", 60),
+];
+const GROUP: &str = "billing";
+const SEED: u64 = 0x5EED_0019;
+/// Copies of each worker running at once: with two partitions, one of three is free to
+/// take a message whose lease lapsed while another copy's step was in flight.
+const REPLICAS: usize = 3;
+/// The most schedules drawn for a broken worker: its check stops at the first failure,
+/// so this only bounds the search (a caught worker costs a few schedules).
+const BROKEN_SCHEDULES: usize = 200;
+
+fn inputs() -> Vec<Input> {
+    ORDERS
+        .iter()
+        .map(|(order, customer, total)| {
+            Input::new(
+                "orders",
+                &OrderPaid {
+                    order_id: order.to_string(),
+                    customer: customer.to_string(),
+                    total: *total,
+                },
+            )
+            .partition(*customer)
+            .transaction_id(format!("{order}-paid"))
+        })
+        .collect()
+}
+
+/// The order worker's step, as `spec/transaction.md` writes it.
+fn order_step(client: &Client, msg: &Message<OrderPaid>) -> TransactionBuilder {
+    let o = &msg.data;
+    client
+        .transaction()
+        .ack(msg)
+        .push("receipts", |p| {
+            p.partition(&o.customer)
+                .payload(&json!({"orderId": o.order_id, "total": o.total}))
+        })
+        .kv(|k| {
+            k.put("orders", &o.order_id, &json!({"status": "paid"}))
+                .ttl(Ttl::days(30))
+        })
+        .once("paid", &format!("{}-paid", o.order_id), Ttl::days(1))
+        .timer("reminders", |t| {
+            t.key(&o.order_id)
+                .after(Duration::from_secs(86_400))
+                .payload(&json!({"orderId": o.order_id}))
+        })
+}
+
+/// Runs `handler` as the SDK's worker on `orders` until `stop`.
+async fn serve<F>(client: Client, stop: Stop, handler: F) -> queen_sdk::Result<queen_sdk::Summary>
+where
+    F: Fn(Client, queen_sdk::Delivery<OrderPaid>) -> TransactionBuilder + Send + Sync + 'static,
+{
+    let steps = client.clone();
+    client
+        .worker::<OrderPaid>("orders")
+        .group(GROUP)
+        .subscription(SubscriptionMode::All)
+        .run(
+            move |msg| {
+                let step = handler(steps.clone(), msg);
+                async move { Ok::<_, Infallible>(step) }
+            },
+            stop,
+        )
+        .await
+}
+
+fn order_invariants(check: WorkerCheck) -> WorkerCheck {
+    let receipts = ORDERS.map(|(order, customer, _)| (customer, order));
+    let mut check = check
+        .invariant(Invariant::inputs_acked())
+        .invariant(Invariant::pushed_once("receipts", "orderId", receipts))
+        .invariant(Invariant::no_dead_letters());
+    for (order, _, _) in ORDERS {
+        check = check.invariant(Invariant::kv_equals(
+            "orders",
+            order,
+            json!({"status": "paid"}),
+        ));
+    }
+    check.invariant(Invariant::new("one reminder per order", |s: &State<'_>| {
+        let mut keys: Vec<String> = s
+            .inspect()
+            .timers("reminders")
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|t| t.key)
+            .collect();
+        keys.sort();
+        let want: Vec<String> = ORDERS.iter().map(|(o, _, _)| o.to_string()).collect();
+        if keys == want {
+            Ok(())
+        } else {
+            Err(format!("reminders pending: {keys:?}"))
+        }
+    }))
+}
+
+/// 1. The order worker of `spec/transaction.md`.
+fn good(schedules: usize) -> WorkerCheck {
+    let check =
+        WorkerCheck::new(|client, stop| serve(client, stop, |steps, msg| order_step(&steps, &msg)));
+    order_invariants(check)
+        .group(GROUP)
+        .inputs(inputs())
+        .replicas(REPLICAS)
+        .seed(SEED)
+        .schedules(schedules)
+}
+
+/// 2. Pushes its receipt in a call of its own, under a fresh random transaction id, and
+///    only then commits the step (ack, state, marker, reminder).
+fn random_ids(schedules: usize) -> WorkerCheck {
+    let check = WorkerCheck::new(|client, stop| async move {
+        let steps = client.clone();
+        client
+            .worker::<OrderPaid>("orders")
+            .group(GROUP)
+            .subscription(SubscriptionMode::All)
+            .run(
+                move |msg| {
+                    let client = steps.clone();
+                    async move {
+                        let o = &msg.data;
+                        client
+                            .push(vec![
+                                PushItem::new(
+                                    "receipts",
+                                    &json!({"orderId": o.order_id, "total": o.total}),
+                                )
+                                .partition(&o.customer)
+                                .transaction_id(uuid::Uuid::new_v4().to_string()),
+                            ])
+                            .await?;
+                        let step = client
+                            .transaction()
+                            .ack(&msg)
+                            .kv(|k| {
+                                k.put("orders", &o.order_id, &json!({"status": "paid"}))
+                                    .ttl(Ttl::days(30))
+                            })
+                            .once("paid", &format!("{}-paid", o.order_id), Ttl::days(1))
+                            .timer("reminders", |t| {
+                                t.key(&o.order_id)
+                                    .after(Duration::from_secs(86_400))
+                                    .payload(&json!({"orderId": o.order_id}))
+                            });
+                        Ok::<_, queen_sdk::Error>(step)
+                    }
+                },
+                stop,
+            )
+            .await
+    });
+    order_invariants(check)
+        .group(GROUP)
+        .inputs(inputs())
+        .replicas(REPLICAS)
+        .seed(SEED)
+        .schedules(schedules)
+}
+
+/// 3. Acks without the lease (a copy of the message with its lease id blanked) and adds
+///    the order's total to its customer's revenue with no `once` gate.
+fn unfenced(schedules: usize) -> WorkerCheck {
+    let check = WorkerCheck::new(|client, stop| {
+        serve(client, stop, |steps, msg| {
+            let mut unleased = msg.message().clone();
+            unleased.lease_id.clear();
+            let o = &msg.data;
+            steps
+                .transaction()
+                .ack(&unleased)
+                .kv(|k| {
+                    k.put("orders", &o.order_id, &json!({"status": "paid"}))
+                        .ttl(Ttl::days(30))
+                })
+                .kv(|k| k.incr("revenue", &o.customer, o.total).forever())
+        })
+    });
+    let mut check = check
+        .invariant(Invariant::inputs_acked())
+        .invariant(Invariant::no_dead_letters());
+    for customer in ["customer-1", "customer-2"] {
+        let sum: i64 = ORDERS
+            .iter()
+            .filter(|(_, c, _)| *c == customer)
+            .map(|(_, _, t)| t)
+            .sum();
+        check = check.invariant(Invariant::kv_equals("revenue", customer, json!(sum)));
+    }
+    check
+        .group(GROUP)
+        .inputs(inputs())
+        .replicas(REPLICAS)
+        .seed(SEED)
+        .schedules(schedules)
+}
+
+fn caught(name: &str, verdict: &Verdict) -> bool {
+    match &verdict.counterexample {
+        Some(c) => {
+            println!(
+                "{name}: caught at schedule {} of {} ({} faults injected, {:.1} s)",
+                c.case,
+                verdict.schedules,
+                verdict.faults_hit,
+                verdict.elapsed.as_secs_f64()
+            );
+            println!("  minimal schedule: {}", c.schedule);
+            for line in c.to_string().lines() {
+                println!("  | {line}");
+            }
+            true
+        }
+        None => {
+            println!(
+                "{name}: NOT caught in {} schedules ({:.1} s)",
+                verdict.schedules,
+                verdict.elapsed.as_secs_f64()
+            );
+            false
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let schedules = std::env::var(queen_verify::SCHEDULES_VAR)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(500);
+    let started = Instant::now();
+    println!(
+        "verify-worker: {} orders, {REPLICAS} worker replicas, {schedules} fault schedules from seed {SEED:#x}, each on a fresh in-process broker",
+        ORDERS.len()
+    );
+
+    let verdict = good(schedules).run().await;
+    println!(
+        "order worker (spec/transaction.md): {} schedules, {} faults injected, {:.1} s: {} violations",
+        verdict.schedules,
+        verdict.faults_hit,
+        verdict.elapsed.as_secs_f64(),
+        verdict.violations()
+    );
+    if let Some(c) = &verdict.counterexample {
+        println!("{c}");
+    }
+    let good_passed = verdict.passed();
+
+    let a = caught(
+        "broken worker 1 (receipt pushed on its own under a random transaction id)",
+        &random_ids(schedules.max(BROKEN_SCHEDULES)).run().await,
+    );
+    let b = caught(
+        "broken worker 2 (ack without the lease, revenue incr without a gate)",
+        &unfenced(schedules.max(BROKEN_SCHEDULES)).run().await,
+    );
+    let ok = good_passed && a && b;
+    println!(
+        "{} ({:.1} s in all)",
+        if ok {
+            "result: the order worker passed; both broken workers were caught"
+        } else {
+            "result: FAILED"
+        },
+        started.elapsed().as_secs_f64()
+    );
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

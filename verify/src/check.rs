@@ -1,0 +1,651 @@
+//! [`WorkerCheck`]: the builder a user fills in (worker, inputs, invariants, faults) and
+//! the runner that draws schedules, runs each on a fresh broker, and shrinks the first
+//! failure with proptest.
+//!
+//! The runner uses proptest's pieces directly rather than its `proptest!` macro: a
+//! [`TestRunner`] seeded from the check's seed draws each schedule's value tree, and on a
+//! failure the same `simplify`/`complicate` walk that proptest's own runner does finds a
+//! minimal schedule. Driving it by hand is what lets a check stop on a time budget,
+//! count faults, keep the failing run's trace, and accept a shrunk candidate only when it
+//! breaks the *same* invariant (a run is not fully deterministic; see the crate docs).
+//! Each run happens on a runtime of its own, on a blocking thread, so a check can be
+//! awaited from any runtime (or called with [`WorkerCheck::run_blocking`] from none).
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use queen_sdk::{Client, QUEUE_MODE, RetryPolicy};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::invariant::Invariant;
+use crate::report::{Counterexample, Verdict};
+use crate::run::{RunOutcome, Setup, Stop, WorkerFn, WorkerFuture, run_one};
+use crate::schedule::{FaultPlan, Schedule};
+
+/// The environment variable read by [`WorkerCheck::schedules_from_env`].
+pub const SCHEDULES_VAR: &str = "QUEEN_VERIFY_SCHEDULES";
+
+/// A message pushed before the worker starts.
+///
+/// ```
+/// use queen_verify::Input;
+/// let order = Input::new("orders", &serde_json::json!({"orderId": "order-1"}))
+///     .partition("customer-1")
+///     .transaction_id("order-1-paid");
+/// assert_eq!((order.queue.as_str(), order.partition.as_str()), ("orders", "customer-1"));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Input {
+    /// Its queue.
+    pub queue: String,
+    /// Its partition (default `Default`).
+    pub partition: String,
+    /// Its `transactionId` (default `input-<n>`, its place among the inputs).
+    pub transaction_id: String,
+    /// Its payload.
+    pub payload: Value,
+}
+
+impl Input {
+    /// A message for `queue` with this payload.
+    ///
+    /// # Panics
+    /// If `payload` does not serialize to JSON (a map with non-string keys).
+    ///
+    /// ```
+    /// let i = queen_verify::Input::new("jobs", &7);
+    /// assert_eq!(i.payload, serde_json::json!(7));
+    /// ```
+    pub fn new<T: Serialize + ?Sized>(queue: impl Into<String>, payload: &T) -> Self {
+        Input {
+            queue: queue.into(),
+            partition: "Default".into(),
+            transaction_id: String::new(),
+            payload: serde_json::to_value(payload).expect("an input payload serializes to JSON"),
+        }
+    }
+
+    /// In this partition.
+    ///
+    /// ```
+    /// let i = queen_verify::Input::new("jobs", &7).partition("p1");
+    /// assert_eq!(i.partition, "p1");
+    /// ```
+    pub fn partition(mut self, p: impl Into<String>) -> Self {
+        self.partition = p.into();
+        self
+    }
+
+    /// With this `transactionId`.
+    ///
+    /// ```
+    /// let i = queen_verify::Input::new("jobs", &7).transaction_id("job-7");
+    /// assert_eq!(i.transaction_id, "job-7");
+    /// ```
+    pub fn transaction_id(mut self, id: impl Into<String>) -> Self {
+        self.transaction_id = id.into();
+        self
+    }
+}
+
+/// What a worker closure may answer: `()` or a `Result` whose error prints (a
+/// [`queen_sdk::Summary`] in `Ok` is fine).
+pub trait WorkerResult: Send + 'static {
+    /// The outcome, its error as text.
+    fn into_result(self) -> Result<(), String>;
+}
+
+impl WorkerResult for () {
+    fn into_result(self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl<T: Send + 'static, E: fmt::Display + Send + 'static> WorkerResult for Result<T, E> {
+    fn into_result(self) -> Result<(), String> {
+        self.map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
+/// Proves a worker exactly-once under faults: runs it under many seeded fault
+/// schedules, each on a fresh in-process broker, checks the invariants after each, and
+/// shrinks the first failing schedule to a minimal one.
+///
+/// The worker is a closure given a [`Client`] for the broker and a [`Stop`] signal; it
+/// runs until the signal, typically as the SDK's runner
+/// (`client.worker::<T>(queue)...run(handler, stop)`). It is started once per replica
+/// (default 2, as a deployment runs more than one), and again after a
+/// [`Fault::WorkerRestart`](crate::Fault::WorkerRestart).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use queen_sdk::SubscriptionMode;
+/// use queen_verify::{Input, Invariant, WorkerCheck};
+///
+/// let check = WorkerCheck::new(|client, stop| async move {
+///     let steps = client.clone();
+///     client
+///         .worker::<serde_json::Value>("jobs")
+///         .group("workers")
+///         .subscription(SubscriptionMode::All)
+///         .run(
+///             move |job| {
+///                 // Ack the job and push its result, in one step (the result's id is
+///                 // derived from the acked job, so a second run is a duplicate).
+///                 let step = steps.transaction().ack(&job).push("results", |p| p.payload(&job.data));
+///                 async move { Ok::<_, String>(step) }
+///             },
+///             stop,
+///         )
+///         .await
+/// })
+/// .group("workers")
+/// .input(Input::new("jobs", &serde_json::json!({"job": "a"})))
+/// .input(Input::new("jobs", &serde_json::json!({"job": "b"})))
+/// .invariant(Invariant::inputs_acked())
+/// .invariant(Invariant::pushed_once("results", "job", [("Default", "a"), ("Default", "b")]))
+/// .seed(7)
+/// .schedules(3);
+/// let verdict = check.run().await;
+/// assert!(verdict.passed(), "{verdict}");
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct WorkerCheck {
+    worker: WorkerFn,
+    inputs: Vec<Input>,
+    invariants: Vec<Invariant>,
+    group: String,
+    plan: FaultPlan,
+    schedules: usize,
+    budget: Option<Duration>,
+    seed: u64,
+    replicas: usize,
+    lease: Duration,
+    idle: Duration,
+    run_timeout: Duration,
+    hold: Duration,
+    retry: RetryPolicy,
+    max_shrink_runs: u32,
+}
+
+impl fmt::Debug for WorkerCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkerCheck")
+            .field("inputs", &self.inputs.len())
+            .field("invariants", &self.invariants)
+            .field("group", &self.group)
+            .field("plan", &self.plan)
+            .field("schedules", &self.schedules)
+            .field("seed", &self.seed)
+            .field("replicas", &self.replicas)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerCheck {
+    /// A check of `worker`: no inputs, no invariants, the default [`FaultPlan`], 100
+    /// schedules from seed 0, 2 replicas, a 60 s lease, the competing consumers' group.
+    ///
+    /// ```
+    /// let check = queen_verify::WorkerCheck::new(|_client, stop| async move { stop.await });
+    /// # let _ = check;
+    /// ```
+    pub fn new<F, Fut>(worker: F) -> Self
+    where
+        F: Fn(Client, Stop) -> Fut + Send + Sync + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: WorkerResult,
+    {
+        let worker: WorkerFn = Arc::new(move |client, stop| -> WorkerFuture {
+            let fut = worker(client, stop);
+            Box::pin(async move { fut.await.into_result() })
+        });
+        WorkerCheck {
+            worker,
+            inputs: Vec::new(),
+            invariants: Vec::new(),
+            group: QUEUE_MODE.to_string(),
+            plan: FaultPlan::default(),
+            schedules: 100,
+            budget: None,
+            seed: 0,
+            replicas: 2,
+            lease: Duration::from_secs(60),
+            idle: Duration::from_millis(200),
+            run_timeout: Duration::from_secs(30),
+            hold: Duration::from_millis(300),
+            retry: RetryPolicy::default()
+                .max_attempts(5)
+                .min_delay(Duration::from_millis(20))
+                .max_delay(Duration::from_millis(250))
+                .jitter(false),
+            max_shrink_runs: 48,
+        }
+    }
+
+    /// Pushes `input` before the worker starts (inputs are pushed in the order given).
+    ///
+    /// ```
+    /// use queen_verify::{Input, WorkerCheck};
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .input(Input::new("orders", &1));
+    /// # let _ = check;
+    /// ```
+    pub fn input(mut self, input: Input) -> Self {
+        self.inputs.push(input);
+        self
+    }
+
+    /// Pushes each of `inputs`.
+    ///
+    /// ```
+    /// use queen_verify::{Input, WorkerCheck};
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .inputs((1..=3).map(|n| Input::new("orders", &n)));
+    /// # let _ = check;
+    /// ```
+    pub fn inputs(mut self, inputs: impl IntoIterator<Item = Input>) -> Self {
+        self.inputs.extend(inputs);
+        self
+    }
+
+    /// Checks `invariant` after every run (in the order given; the first that breaks
+    /// is reported).
+    ///
+    /// ```
+    /// use queen_verify::{Invariant, WorkerCheck};
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .invariant(Invariant::no_dead_letters());
+    /// # let _ = check;
+    /// ```
+    pub fn invariant(mut self, invariant: Invariant) -> Self {
+        self.invariants.push(invariant);
+        self
+    }
+
+    /// The consumer group the worker consumes the inputs as (default: the competing
+    /// consumers, [`QUEUE_MODE`]). A run is over when this group has acknowledged
+    /// every input.
+    ///
+    /// ```
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await }).group("billing");
+    /// # let _ = check;
+    /// ```
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = group.into();
+        self
+    }
+
+    /// Which faults to draw and how often (default [`FaultPlan::default`]).
+    ///
+    /// ```
+    /// use queen_verify::{FaultKind, FaultPlan, WorkerCheck};
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .faults(FaultPlan::only([FaultKind::CommitThenDrop]));
+    /// # let _ = check;
+    /// ```
+    pub fn faults(mut self, plan: FaultPlan) -> Self {
+        self.plan = plan;
+        self
+    }
+
+    /// How many schedules [`WorkerCheck::run`] draws (default 100).
+    ///
+    /// ```
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await }).schedules(500);
+    /// # let _ = check;
+    /// ```
+    pub fn schedules(mut self, n: usize) -> Self {
+        self.schedules = n;
+        self
+    }
+
+    /// `n` schedules, or the number in [`SCHEDULES_VAR`] (`QUEEN_VERIFY_SCHEDULES`)
+    /// when it is set: CI runs a few, a nightly job many, with the same test.
+    ///
+    /// ```
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .schedules_from_env(24);
+    /// # let _ = check;
+    /// ```
+    pub fn schedules_from_env(self, n: usize) -> Self {
+        let n = std::env::var(SCHEDULES_VAR)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(n);
+        self.schedules(n)
+    }
+
+    /// Stops drawing new schedules once `d` has passed (a schedule under way, and a
+    /// shrink, still finish).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .schedules(usize::MAX)
+    ///     .time_budget(Duration::from_secs(60));
+    /// # let _ = check;
+    /// ```
+    pub fn time_budget(mut self, d: Duration) -> Self {
+        self.budget = Some(d);
+        self
+    }
+
+    /// The seed the schedules are drawn from (default 0): the same seed draws the same
+    /// schedules.
+    ///
+    /// ```
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await }).seed(0x5eed);
+    /// # let _ = check;
+    /// ```
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// How many copies of the worker run at once (default 2, at least 1). With one, a
+    /// message whose lease lapses mid-step is only taken again by the same copy.
+    ///
+    /// ```
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await }).replicas(3);
+    /// # let _ = check;
+    /// ```
+    pub fn replicas(mut self, n: usize) -> Self {
+        self.replicas = n.max(1);
+        self
+    }
+
+    /// The worker's lease (default 60 s, the SDK's): lease expiries move the broker's
+    /// clock by this plus a second.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .lease(Duration::from_secs(30));
+    /// # let _ = check;
+    /// ```
+    pub fn lease(mut self, d: Duration) -> Self {
+        self.lease = d;
+        self
+    }
+
+    /// How long the worker may make no progress (no step, ack or push answered, no
+    /// message popped) with inputs unacknowledged before the broker's clock is moved
+    /// past the lease, so what waits on a lapsed lease comes back (default 200 ms).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .idle(Duration::from_millis(500));
+    /// # let _ = check;
+    /// ```
+    pub fn idle(mut self, d: Duration) -> Self {
+        self.idle = d;
+        self
+    }
+
+    /// The most one run may take before it counts as a violation of "every input
+    /// acknowledged" (default 30 s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .run_timeout(Duration::from_secs(10));
+    /// # let _ = check;
+    /// ```
+    pub fn run_timeout(mut self, d: Duration) -> Self {
+        self.run_timeout = d;
+        self
+    }
+
+    /// How long a call is held after a lease expiry, so another replica can take the
+    /// message meanwhile (default 300 ms).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .lease_expiry_hold(Duration::from_millis(500));
+    /// # let _ = check;
+    /// ```
+    pub fn lease_expiry_hold(mut self, d: Duration) -> Self {
+        self.hold = d;
+        self
+    }
+
+    /// The retry policy of the clients given to the worker (default: 5 attempts, 20 to
+    /// 250 ms apart, no jitter: enough to ride out a broker restart quickly).
+    ///
+    /// ```
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .retry(queen_sdk::RetryPolicy::default());
+    /// # let _ = check;
+    /// ```
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// At most `n` runs spent shrinking a failing schedule (default 48).
+    ///
+    /// ```
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await }).max_shrink_runs(10);
+    /// # let _ = check;
+    /// ```
+    pub fn max_shrink_runs(mut self, n: u32) -> Self {
+        self.max_shrink_runs = n;
+        self
+    }
+
+    fn setup(&self) -> Arc<Setup> {
+        let mut inputs = self.inputs.clone();
+        for (n, i) in inputs.iter_mut().enumerate() {
+            if i.transaction_id.is_empty() {
+                i.transaction_id = format!("input-{n}");
+            }
+        }
+        Arc::new(Setup {
+            worker: Arc::clone(&self.worker),
+            inputs,
+            invariants: self.invariants.clone(),
+            group: self.group.clone(),
+            replicas: self.replicas,
+            lease: self.lease,
+            idle: self.idle,
+            run_timeout: self.run_timeout,
+            hold: self.hold,
+            retry: self.retry.clone(),
+        })
+    }
+
+    fn plan(&self) -> FaultPlan {
+        let mut plan = self.plan.clone();
+        if !plan.nth_set {
+            plan.max_nth = (self.inputs.len() as u32 + 2).max(3);
+        }
+        plan
+    }
+
+    /// The schedules this check's seed draws, in order (the first `n`): what
+    /// [`WorkerCheck::run`] would run, without running anything.
+    ///
+    /// ```
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await }).seed(3);
+    /// assert_eq!(check.drawn(5), check.drawn(5)); // a seed fixes its schedules
+    /// ```
+    pub fn drawn(&self, n: usize) -> Vec<Schedule> {
+        let strategy = Schedule::strategy(&self.plan());
+        let mut runner = self.runner();
+        (0..n)
+            .map(|_| Schedule::draw(&strategy, &mut runner).current())
+            .collect()
+    }
+
+    fn runner(&self) -> TestRunner {
+        let mut bytes = [0u8; 32];
+        // splitmix64 over the seed fills ChaCha's 32-byte seed.
+        let mut x = self.seed;
+        for chunk in bytes.chunks_mut(8) {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            chunk.copy_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+        }
+        let config = Config {
+            failure_persistence: None,
+            ..Config::default()
+        };
+        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
+    }
+
+    /// Runs the schedules (see [`WorkerCheck::schedules`] and
+    /// [`WorkerCheck::time_budget`]) and answers the verdict: passed, or the first
+    /// failing schedule shrunk to a minimal one. It runs on a runtime of its own on a
+    /// blocking thread, so it can be awaited from any runtime.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await }).schedules(2);
+    /// assert_eq!(check.run().await.schedules, 2);
+    /// # }
+    /// ```
+    pub async fn run(&self) -> Verdict {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.run_blocking())
+            .await
+            .expect("the verification thread")
+    }
+
+    /// [`WorkerCheck::run`], for code outside any async runtime (a plain `#[test]`).
+    /// Do not call it from inside a runtime: it starts its own.
+    ///
+    /// ```
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await }).schedules(1);
+    /// assert!(check.run_blocking().passed());
+    /// ```
+    pub fn run_blocking(&self) -> Verdict {
+        let rt = runtime();
+        let setup = self.setup();
+        let strategy = Schedule::strategy(&self.plan());
+        let mut runner = self.runner();
+        let started = Instant::now();
+        let (mut schedules, mut faults_hit) = (0, 0);
+        while schedules < self.schedules && self.budget.is_none_or(|b| started.elapsed() < b) {
+            let mut tree = Schedule::draw(&strategy, &mut runner);
+            let schedule = tree.current();
+            schedules += 1;
+            let outcome = rt.block_on(run_one(Arc::clone(&setup), schedule.clone()));
+            faults_hit += outcome.faults_hit;
+            let Some(violation) = outcome.violation.clone() else {
+                continue;
+            };
+            // Shrink: proptest's walk; a candidate counts as failing only if it breaks
+            // the same invariant.
+            let mut best: (Schedule, RunOutcome) = (schedule.clone(), outcome);
+            let mut runs = 0;
+            if tree.simplify() {
+                while runs < self.max_shrink_runs {
+                    runs += 1;
+                    let candidate = tree.current();
+                    let o = rt.block_on(run_one(Arc::clone(&setup), candidate.clone()));
+                    let same = o
+                        .violation
+                        .as_ref()
+                        .is_some_and(|v| v.invariant == violation.invariant);
+                    if same {
+                        best = (candidate, o);
+                        if !tree.simplify() {
+                            break;
+                        }
+                    } else if !tree.complicate() {
+                        break;
+                    }
+                }
+            }
+            let (minimal, o) = best;
+            return Verdict {
+                seed: self.seed,
+                schedules,
+                faults_hit,
+                elapsed: started.elapsed(),
+                counterexample: Some(Counterexample {
+                    seed: self.seed,
+                    case: schedules,
+                    original: schedule,
+                    schedule: minimal,
+                    shrink_runs: runs,
+                    violation: o.violation.unwrap_or(violation),
+                    trace: o.trace,
+                }),
+            };
+        }
+        Verdict {
+            seed: self.seed,
+            schedules,
+            faults_hit,
+            elapsed: started.elapsed(),
+            counterexample: None,
+        }
+    }
+
+    /// Runs one given schedule (a printed minimal schedule, parsed back) and answers
+    /// its verdict, without drawing or shrinking: the replay of a reported failure.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), queen_verify::ParseScheduleError> {
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await });
+    /// let verdict = check.replay("pop#1:unavailable".parse()?).await;
+    /// assert_eq!(verdict.schedules, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn replay(&self, schedule: Schedule) -> Verdict {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.replay_blocking(schedule))
+            .await
+            .expect("the verification thread")
+    }
+
+    /// [`WorkerCheck::replay`] for code outside any async runtime.
+    ///
+    /// ```
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await });
+    /// assert!(check.replay_blocking(queen_verify::Schedule::new()).passed());
+    /// ```
+    pub fn replay_blocking(&self, schedule: Schedule) -> Verdict {
+        let started = Instant::now();
+        let o = runtime().block_on(run_one(self.setup(), schedule.clone()));
+        Verdict {
+            seed: self.seed,
+            schedules: 1,
+            faults_hit: o.faults_hit,
+            elapsed: started.elapsed(),
+            counterexample: o.violation.map(|violation| Counterexample {
+                seed: self.seed,
+                case: 1,
+                original: schedule.clone(),
+                schedule,
+                shrink_runs: 0,
+                violation,
+                trace: o.trace,
+            }),
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime for the verification")
+}

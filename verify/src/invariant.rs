@@ -1,0 +1,373 @@
+//! Invariants: what must hold of the broker's state once a worker has finished, whatever
+//! faults it met.
+//!
+//! They are checked against the stored state (read directly with
+//! [`queen_mock_broker::harness::Inspector`], not through the API the worker used), so a
+//! worker cannot pass by reading back its own mistakes. The helpers cover what
+//! exactly-once means for a Queen worker: every input acknowledged, every output pushed
+//! exactly once, every state row holding the value of exactly one application, nothing
+//! dead-lettered unless expected. [`Invariant::new`] states anything else.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use queen_mock_broker::MockBroker;
+use queen_mock_broker::harness::{InspectedMessage, Inspector};
+use queen_sdk::DeadLetter;
+use serde_json::Value;
+
+use crate::check::Input;
+
+/// The broker's final state, as an invariant sees it: the stored state, the inputs and
+/// the group the worker consumed them as, and the dead letters of the inputs' queues.
+///
+/// ```
+/// use queen_verify::{Invariant, State};
+/// // An invariant of your own: the `audit` queue holds one entry per input.
+/// let audit = Invariant::new("one audit entry per input", |s: &State<'_>| {
+///     let n = s.inspect().messages("audit", "Default").map_err(|e| e.to_string())?.len();
+///     if n == s.inputs().len() { Ok(()) } else { Err(format!("{n} audit entries")) }
+/// });
+/// assert_eq!(audit.name(), "one audit entry per input");
+/// ```
+pub struct State<'a> {
+    pub(crate) broker: &'a MockBroker,
+    pub(crate) inputs: &'a [Input],
+    pub(crate) group: &'a str,
+    pub(crate) dead: &'a [DeadLetter],
+}
+
+impl<'a> State<'a> {
+    /// Reads stored state directly: messages, cursors, KV rows, timers.
+    pub fn inspect(&self) -> Inspector<'a> {
+        self.broker.inspect()
+    }
+
+    /// The inputs pushed before the worker started, in order.
+    pub fn inputs(&self) -> &'a [Input] {
+        self.inputs
+    }
+
+    /// The consumer group the worker consumes the inputs as.
+    pub fn group(&self) -> &'a str {
+        self.group
+    }
+
+    /// The dead letters of the inputs' queues.
+    pub fn dead_letters(&self) -> &'a [DeadLetter] {
+        self.dead
+    }
+
+    /// The broker's time (its manual clock), in microseconds since the epoch.
+    pub fn now_micros(&self) -> i64 {
+        self.broker.clock().now_micros()
+    }
+}
+
+type CheckFn = dyn Fn(&State<'_>) -> Result<(), String> + Send + Sync;
+
+/// A named property of the final state. Build one with a helper or with
+/// [`Invariant::new`]; give them to [`WorkerCheck::invariant`](crate::WorkerCheck::invariant).
+///
+/// ```
+/// use queen_verify::Invariant;
+/// let checks = [
+///     Invariant::inputs_acked(),
+///     Invariant::pushed_once("receipts", "orderId", [("customer-1", "order-1")]),
+///     Invariant::kv_equals("orders", "order-1", serde_json::json!({"status": "paid"})),
+///     Invariant::no_dead_letters(),
+/// ];
+/// assert_eq!(checks[3].name(), "nothing dead-lettered");
+/// ```
+#[derive(Clone)]
+pub struct Invariant {
+    name: String,
+    check: Arc<CheckFn>,
+}
+
+impl fmt::Debug for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Invariant")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Invariant {
+    /// An invariant named `name`: `check` answers `Err(what is wrong)` when it does not
+    /// hold.
+    ///
+    /// ```
+    /// use queen_verify::{Invariant, State};
+    /// let no_timers = Invariant::new("no reminder left", |s: &State<'_>| {
+    ///     let left = s.inspect().timers("reminders").map_err(|e| e.to_string())?;
+    ///     if left.is_empty() { Ok(()) } else { Err(format!("{} pending", left.len())) }
+    /// });
+    /// # let _ = no_timers;
+    /// ```
+    pub fn new(
+        name: impl Into<String>,
+        check: impl Fn(&State<'_>) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        Invariant {
+            name: name.into(),
+            check: Arc::new(check),
+        }
+    }
+
+    /// Its name, as reports print it.
+    ///
+    /// ```
+    /// assert_eq!(queen_verify::Invariant::inputs_acked().name(), "every input acknowledged");
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn check(&self, state: &State<'_>) -> Result<(), String> {
+        (self.check)(state)
+    }
+
+    /// Every input acknowledged by the worker's group: the group's cursor is past every
+    /// input of each partition, so none is left in flight or unread. The broker applies
+    /// a `completed` ack at most once (a second one is a no-op), so with the outputs'
+    /// and state's invariants this is "acknowledged exactly once"; a dead-lettered
+    /// input is acknowledged too, which [`Invariant::no_dead_letters`] rules out.
+    ///
+    /// ```
+    /// let acked = queen_verify::Invariant::inputs_acked();
+    /// # let _ = acked;
+    /// ```
+    pub fn inputs_acked() -> Self {
+        Invariant::new("every input acknowledged", |s: &State<'_>| {
+            let mut per_partition: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+            for i in s.inputs() {
+                *per_partition.entry((&i.queue, &i.partition)).or_default() += 1;
+            }
+            let mut missing = Vec::new();
+            for ((queue, partition), n) in per_partition {
+                let cursor = s
+                    .inspect()
+                    .cursor(queue, partition, s.group())
+                    .map_err(|e| e.to_string())?;
+                let done = cursor.as_ref().map_or(0, |c| c.next_offset);
+                if done < n {
+                    missing.push(format!(
+                        "{queue}/{partition}: {done} of {n} acknowledged by group {}{}",
+                        s.group(),
+                        match cursor.and_then(|c| c.lease_id) {
+                            Some(l) => format!(" (lease {l} outstanding)"),
+                            None => String::new(),
+                        }
+                    ));
+                }
+            }
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(missing.join("; "))
+            }
+        })
+    }
+
+    /// Every expected output pushed exactly once: in `queue`, each `(partition, key)`
+    /// of `expected` is the value of payload field `field` of exactly one stored
+    /// message, and no other message is stored in those partitions. A worker whose
+    /// pushes carry derived transaction ids cannot store one twice (the broker refuses
+    /// the duplicate); one that pushes under fresh ids stores a second copy when a step
+    /// runs twice, and this finds it.
+    ///
+    /// ```
+    /// let receipts = queen_verify::Invariant::pushed_once(
+    ///     "receipts",
+    ///     "orderId",
+    ///     [("customer-1", "order-1"), ("customer-2", "order-2")],
+    /// );
+    /// assert_eq!(receipts.name(), "receipts: each expected orderId pushed exactly once");
+    /// ```
+    pub fn pushed_once<P, K>(
+        queue: impl Into<String>,
+        field: impl Into<String>,
+        expected: impl IntoIterator<Item = (P, K)>,
+    ) -> Self
+    where
+        P: Into<String>,
+        K: Into<String>,
+    {
+        let field: String = field.into();
+        let queue: String = queue.into();
+        let key_of = {
+            let field = field.clone();
+            move |m: &InspectedMessage| match m.data.get(&field) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(v) => Some(v.to_string()),
+                None => None,
+            }
+        };
+        let name = format!("{queue}: each expected {field} pushed exactly once");
+        Self::pushed_once_by(name, queue, expected, key_of)
+    }
+
+    /// [`Invariant::pushed_once`] with your own key of a stored message (`None`: it is
+    /// no expected output, and is reported as unexpected).
+    ///
+    /// ```
+    /// let by_id = queen_verify::Invariant::pushed_once_by(
+    ///     "receipts by payload id",
+    ///     "receipts",
+    ///     [("Default", "7")],
+    ///     |m| m.data.get("id").map(|v| v.to_string()),
+    /// );
+    /// # let _ = by_id;
+    /// ```
+    pub fn pushed_once_by<P, K>(
+        name: impl Into<String>,
+        queue: impl Into<String>,
+        expected: impl IntoIterator<Item = (P, K)>,
+        key_of: impl Fn(&InspectedMessage) -> Option<String> + Send + Sync + 'static,
+    ) -> Self
+    where
+        P: Into<String>,
+        K: Into<String>,
+    {
+        let queue: String = queue.into();
+        let mut wanted: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (p, k) in expected {
+            wanted.entry(p.into()).or_default().push(k.into());
+        }
+        Invariant::new(name, move |s: &State<'_>| {
+            let mut wrong = Vec::new();
+            for (partition, keys) in &wanted {
+                let stored = s
+                    .inspect()
+                    .messages(&queue, partition)
+                    .map_err(|e| e.to_string())?;
+                let mut seen: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+                for m in &stored {
+                    match key_of(m) {
+                        Some(k) => seen.entry(k).or_default().push(m.offset),
+                        None => wrong.push(format!(
+                            "{queue}/{partition} offset {}: a message with no key ({})",
+                            m.offset, m.data
+                        )),
+                    }
+                }
+                for k in keys {
+                    match seen.remove(k).unwrap_or_default().as_slice() {
+                        [_] => {}
+                        [] => wrong.push(format!("{queue}/{partition}: {k} never pushed")),
+                        many => wrong.push(format!(
+                            "{queue}/{partition}: {k} pushed {} times (offsets {many:?}, transaction ids {:?})",
+                            many.len(),
+                            stored
+                                .iter()
+                                .filter(|m| many.contains(&m.offset))
+                                .map(|m| m.transaction_id.as_str())
+                                .collect::<Vec<_>>()
+                        )),
+                    }
+                }
+                for (k, offsets) in seen {
+                    wrong.push(format!(
+                        "{queue}/{partition}: unexpected {k} (offsets {offsets:?})"
+                    ));
+                }
+            }
+            if wrong.is_empty() {
+                Ok(())
+            } else {
+                Err(wrong.join("; "))
+            }
+        })
+    }
+
+    /// The KV row `ns/key` exists, has not expired, and holds `value`: the value of
+    /// exactly one application of each step (an ungated write applied twice, such as an
+    /// `incr`, shows here).
+    ///
+    /// ```
+    /// let total = queen_verify::Invariant::kv_equals("revenue", "customer-1", serde_json::json!(30));
+    /// assert_eq!(total.name(), "kv revenue/customer-1 = 30");
+    /// ```
+    pub fn kv_equals(ns: impl Into<String>, key: impl Into<String>, value: Value) -> Self {
+        let (ns, key) = (ns.into(), key.into());
+        Invariant::new(format!("kv {ns}/{key} = {value}"), move |s: &State<'_>| {
+            let row = s.inspect().kv(&ns, &key).map_err(|e| e.to_string())?;
+            let Some(row) = row else {
+                return Err(format!("{ns}/{key} is missing"));
+            };
+            if row.expires_at.is_some_and(|t| t <= s.now_micros()) {
+                return Err(format!("{ns}/{key} has expired"));
+            }
+            let stored: Value = serde_json::from_str(&row.value).unwrap_or(Value::Null);
+            if stored == value {
+                Ok(())
+            } else {
+                Err(format!("{ns}/{key} = {stored}, expected {value}"))
+            }
+        })
+    }
+
+    /// No message of the inputs' queues is in the dead-letter queue.
+    ///
+    /// ```
+    /// let none = queen_verify::Invariant::no_dead_letters();
+    /// # let _ = none;
+    /// ```
+    pub fn no_dead_letters() -> Self {
+        Self::dead_letters(Vec::<String>::new()).renamed("nothing dead-lettered")
+    }
+
+    /// Exactly these inputs (by transaction id) are dead-lettered, none other: for a
+    /// worker that is meant to reject some inputs.
+    ///
+    /// ```
+    /// let poison = queen_verify::Invariant::dead_letters(["order-13"]);
+    /// assert_eq!(poison.name(), "dead letters are exactly [\"order-13\"]");
+    /// ```
+    pub fn dead_letters<S: Into<String>>(expected: impl IntoIterator<Item = S>) -> Self {
+        let mut expected: Vec<String> = expected.into_iter().map(Into::into).collect();
+        expected.sort();
+        Invariant::new(
+            format!("dead letters are exactly {expected:?}"),
+            move |s: &State<'_>| {
+                let mut got: Vec<String> = s
+                    .dead_letters()
+                    .iter()
+                    .map(|d| d.transaction_id.clone())
+                    .collect();
+                got.sort();
+                if got == expected {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "dead-lettered: {}",
+                        s.dead_letters()
+                            .iter()
+                            .map(|d| format!(
+                                "{} ({}/{}: {})",
+                                d.transaction_id,
+                                d.queue,
+                                d.partition,
+                                d.error_message.as_deref().unwrap_or("no reason")
+                            ))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                }
+            },
+        )
+    }
+
+    /// The same check under another name.
+    ///
+    /// ```
+    /// let i = queen_verify::Invariant::inputs_acked().renamed("orders consumed");
+    /// assert_eq!(i.name(), "orders consumed");
+    /// ```
+    pub fn renamed(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+}

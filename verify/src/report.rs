@@ -1,0 +1,284 @@
+//! What a check answers: a [`Verdict`] for the whole run and, when an invariant broke,
+//! a [`Counterexample`]: the seed, the minimal schedule, the invariant, and the calls
+//! around the faults, printed so the failure can be replayed with one call.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::schedule::{Fault, Route, Schedule};
+
+/// An invariant that did not hold at the end of a run.
+///
+/// ```
+/// let v = queen_verify::Violation { invariant: "nothing dead-lettered".into(), detail: "order-3".into() };
+/// assert_eq!(v.to_string(), "nothing dead-lettered: order-3");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The invariant's name.
+    pub invariant: String,
+    /// What was wrong.
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.invariant, self.detail)
+    }
+}
+
+/// A call the broker received from a worker during a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceCall {
+    /// Which life of the broker took it (0, then 1 after the first restart...).
+    pub broker_life: u32,
+    /// The worker replica that sent it (`None`: a client the verifier did not make).
+    pub replica: Option<usize>,
+    /// Its method.
+    pub method: String,
+    /// Its path.
+    pub path: String,
+    /// Its route.
+    pub route: Route,
+    /// Its ordinal on that route, from 1: what a schedule names.
+    pub nth: u32,
+    /// The schedule's fault done to it.
+    pub fault: Option<Fault>,
+    /// The status answered (`None`: it had not finished when the run ended).
+    pub status: Option<u16>,
+}
+
+/// Something the verifier did during a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The broker's clock moved forward.
+    ClockJump {
+        /// By how many seconds.
+        secs: u64,
+        /// Why.
+        why: String,
+    },
+    /// The broker was stopped and started again on the same file and address.
+    BrokerRestart {
+        /// How long it was away.
+        took: Duration,
+    },
+    /// A worker replica was cancelled and started again.
+    WorkerRestart {
+        /// Which one.
+        replica: usize,
+    },
+    /// A worker replica's closure ended.
+    WorkerExit {
+        /// Which one.
+        replica: usize,
+        /// How.
+        outcome: String,
+    },
+}
+
+/// One line of a run's trace: a call, or an act of the verifier, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TraceEntry {
+    /// A call from a worker.
+    Call(TraceCall),
+    /// An act of the verifier.
+    Event(Event),
+}
+
+impl fmt::Display for TraceEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TraceEntry::Call(c) => {
+                let who = c.replica.map_or("?".into(), |r| format!("worker {r}"));
+                let call = format!("{}#{}", c.route, c.nth);
+                let fault = c.fault.map_or(String::new(), |x| format!("  <- {x}"));
+                let status = c.status.map_or("(no answer yet)".into(), |s| s.to_string());
+                write!(
+                    f,
+                    "{call:<15} {who:<9} {} {} -> {status}{fault}",
+                    c.method, c.path
+                )
+            }
+            TraceEntry::Event(Event::ClockJump { secs, why }) => {
+                write!(f, "-- clock +{secs} s: {why}")
+            }
+            TraceEntry::Event(Event::BrokerRestart { took }) => write!(
+                f,
+                "-- broker crashed and restarted on the same file ({} ms away)",
+                took.as_millis()
+            ),
+            TraceEntry::Event(Event::WorkerRestart { replica }) => {
+                write!(f, "-- worker {replica} cancelled and started again")
+            }
+            TraceEntry::Event(Event::WorkerExit { replica, outcome }) => {
+                write!(f, "-- worker {replica} {outcome}")
+            }
+        }
+    }
+}
+
+/// A schedule that breaks an invariant, shrunk to a minimal one.
+///
+/// Its `Display` is the report: the invariant and what was wrong, the seed, the
+/// minimal schedule and the one call that replays it, and the calls around each fault.
+#[derive(Debug, Clone)]
+pub struct Counterexample {
+    /// The run's seed.
+    pub seed: u64,
+    /// Which schedule of the run failed first (from 1).
+    pub case: usize,
+    /// That schedule, as drawn.
+    pub original: Schedule,
+    /// The smallest schedule found that still breaks the same invariant.
+    pub schedule: Schedule,
+    /// Runs spent shrinking.
+    pub shrink_runs: u32,
+    /// What broke under the minimal schedule.
+    pub violation: Violation,
+    /// The minimal schedule's run: every call and act, in order.
+    pub trace: Vec<TraceEntry>,
+}
+
+impl Counterexample {
+    /// The trace lines around the faults (four either side of each, and the last
+    /// lines of the run), with `...` where lines are left out.
+    ///
+    /// ```
+    /// # let c = queen_verify::Counterexample {
+    /// #     seed: 1, case: 1, original: Default::default(), schedule: Default::default(),
+    /// #     shrink_runs: 0,
+    /// #     violation: queen_verify::Violation { invariant: "i".into(), detail: "d".into() },
+    /// #     trace: vec![],
+    /// # };
+    /// for line in c.trace_around_faults() {
+    ///     println!("{line}");
+    /// }
+    /// ```
+    pub fn trace_around_faults(&self) -> Vec<String> {
+        const SIDE: usize = 4;
+        let n = self.trace.len();
+        let mut keep = vec![false; n];
+        for (i, e) in self.trace.iter().enumerate() {
+            let marked = match e {
+                TraceEntry::Call(c) => c.fault.is_some(),
+                TraceEntry::Event(_) => true,
+            };
+            if marked {
+                for k in keep
+                    .iter_mut()
+                    .take((i + SIDE + 1).min(n))
+                    .skip(i.saturating_sub(SIDE))
+                {
+                    *k = true;
+                }
+            }
+        }
+        for k in keep.iter_mut().skip(n.saturating_sub(SIDE)) {
+            *k = true;
+        }
+        let mut out = Vec::new();
+        let mut skipped = false;
+        for (i, e) in self.trace.iter().enumerate() {
+            if keep[i] {
+                if skipped {
+                    out.push("...".to_string());
+                    skipped = false;
+                }
+                out.push(format!("{:>4}  {e}", i + 1));
+            } else {
+                skipped = true;
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for Counterexample {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "invariant broken: {}", self.violation.invariant)?;
+        writeln!(f, "  {}", self.violation.detail)?;
+        writeln!(
+            f,
+            "seed {:#x}, schedule {} of the run: {} ({} fault(s)), shrunk in {} run(s) to",
+            self.seed,
+            self.case,
+            self.original,
+            self.original.len(),
+            self.shrink_runs
+        )?;
+        writeln!(f, "minimal schedule: {}", self.schedule)?;
+        writeln!(
+            f,
+            "replay it with one call: check.replay(\"{}\".parse()?).await",
+            self.schedule
+        )?;
+        writeln!(
+            f,
+            "calls around the faults ({} lines in all):",
+            self.trace.len()
+        )?;
+        for line in self.trace_around_faults() {
+            writeln!(f, "  {line}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The answer of [`WorkerCheck::run`](crate::WorkerCheck::run) or
+/// [`WorkerCheck::replay`](crate::WorkerCheck::replay).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use queen_verify::WorkerCheck;
+/// let idle = WorkerCheck::new(|_client, stop| async move { stop.await; Ok::<(), String>(()) });
+/// let verdict = idle.replay("none".parse().unwrap()).await;
+/// assert!(verdict.passed());
+/// assert_eq!(verdict.violations(), 0);
+/// println!("{verdict}");
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    /// The seed the schedules were drawn from.
+    pub seed: u64,
+    /// Schedules run before the verdict (shrinking runs not counted).
+    pub schedules: usize,
+    /// Faults done to calls, over every schedule run.
+    pub faults_hit: usize,
+    /// Wall time, shrinking included.
+    pub elapsed: Duration,
+    /// The first failing schedule, shrunk; `None` when every schedule passed.
+    pub counterexample: Option<Counterexample>,
+}
+
+impl Verdict {
+    /// Whether every schedule passed.
+    pub fn passed(&self) -> bool {
+        self.counterexample.is_none()
+    }
+
+    /// Failing schedules found: 0 or 1 (a check stops at the first, then shrinks it).
+    pub fn violations(&self) -> usize {
+        usize::from(self.counterexample.is_some())
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} schedule(s) from seed {:#x}, {} fault(s) injected, {:.1} s: {} violations",
+            self.schedules,
+            self.seed,
+            self.faults_hit,
+            self.elapsed.as_secs_f64(),
+            self.violations()
+        )?;
+        if let Some(c) = &self.counterexample {
+            write!(f, "{c}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,545 @@
+//! One schedule's run: a fresh durable broker on a temporary file and a manual clock,
+//! the inputs pushed, the worker's replicas started, the schedule's faults done to the
+//! calls they name, time moved when the worker waits on a lease, and, once every input
+//! is acknowledged (or the run's time is up), the worker stopped and the invariants
+//! checked against the stored state.
+//!
+//! The faults are driven by a [`RequestHook`] on the broker's harness (the controller
+//! below): it sees each call arrive, counts it on its route, applies the schedule's
+//! fault for that ordinal, and records the call and its status in the trace that a
+//! report prints. Acts that cannot happen inside a request (restarting the broker or a
+//! worker) are sent to the run's loop, which owns both.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use queen_mock_broker::harness::{CallInfo, FaultKind as HttpFault, HookFuture, RequestHook};
+use queen_mock_broker::{ManualClock, MockBroker};
+use queen_sdk::{Client, DlqQuery, PushItem, RetryPolicy};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::check::Input;
+use crate::invariant::{Invariant, State};
+use crate::report::{Event, TraceCall, TraceEntry, Violation};
+use crate::schedule::{Fault, Route, Schedule};
+
+/// The future a worker closure answers, its outcome as text.
+pub(crate) type WorkerFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+
+/// The worker under test: started once per replica, and again after a restart.
+pub(crate) type WorkerFn = Arc<dyn Fn(Client, Stop) -> WorkerFuture + Send + Sync>;
+
+const SETUP_AGENT: &str = "queen-verify/setup";
+const REPLICA_AGENT: &str = "queen-verify/replica-";
+
+/// Resolves when the verifier tells the worker to stop (the run is over): pass it to
+/// [`queen_sdk::Worker::run`] as its shutdown signal. It also resolves if the verifier
+/// is gone.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use queen_verify::WorkerCheck;
+/// // A worker that does nothing but wait for its stop signal.
+/// let check = WorkerCheck::new(|_client, stop| async move {
+///     stop.await;
+///     Ok::<(), String>(())
+/// });
+/// assert!(check.replay("none".parse().unwrap()).await.passed());
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Stop {
+    rx: oneshot::Receiver<()>,
+}
+
+impl Future for Stop {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.rx).poll(cx).map(|_| ())
+    }
+}
+
+/// What one run needs, shared by every run of a check.
+pub(crate) struct Setup {
+    pub worker: WorkerFn,
+    pub inputs: Vec<Input>,
+    pub invariants: Vec<Invariant>,
+    pub group: String,
+    pub replicas: usize,
+    pub lease: Duration,
+    pub idle: Duration,
+    pub run_timeout: Duration,
+    pub hold: Duration,
+    pub retry: RetryPolicy,
+}
+
+/// What one run found.
+#[derive(Debug)]
+pub(crate) struct RunOutcome {
+    pub violation: Option<Violation>,
+    pub trace: Vec<TraceEntry>,
+    pub faults_hit: usize,
+}
+
+/// A request to the run's loop from inside a call.
+enum Action {
+    RestartBroker,
+    RestartWorker(usize),
+}
+
+#[derive(Default)]
+struct Book {
+    counts: HashMap<Route, u32>,
+    trace: Vec<TraceEntry>,
+    open: HashMap<(u32, u64), usize>,
+    in_flight: usize,
+    faults_hit: usize,
+    last_progress: Option<Instant>,
+}
+
+/// The hook's shared state: the schedule, the clock, the trace.
+struct Control {
+    schedule: Schedule,
+    clock: ManualClock,
+    jump: Duration,
+    hold: Duration,
+    armed: AtomicBool,
+    book: Mutex<Book>,
+    actions: mpsc::UnboundedSender<Action>,
+}
+
+impl Control {
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn event(&self, e: Event) {
+        self.book().trace.push(TraceEntry::Event(e));
+    }
+
+    fn touch(&self) {
+        self.book().last_progress = Some(Instant::now());
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.book()
+            .last_progress
+            .map_or(Duration::ZERO, |t| t.elapsed())
+    }
+
+    fn in_flight(&self) -> usize {
+        self.book().in_flight
+    }
+}
+
+/// The hook set on one life of the broker (`epoch` counts restarts).
+struct EpochHook {
+    epoch: u32,
+    control: Arc<Control>,
+}
+
+fn replica_of(call: &CallInfo) -> Option<Option<usize>> {
+    match call.user_agent.as_deref() {
+        Some(SETUP_AGENT) => None,
+        Some(ua) => Some(ua.strip_prefix(REPLICA_AGENT).and_then(|n| n.parse().ok())),
+        None => Some(None),
+    }
+}
+
+/// Calls that hold no step: long-polls and lease renewals.
+fn is_background(route: Route) -> bool {
+    matches!(route, Route::Pop | Route::LeaseExtend)
+}
+
+impl RequestHook for EpochHook {
+    fn before(&self, call: &CallInfo) -> HookFuture {
+        let c = &self.control;
+        let Some(replica) = replica_of(call) else {
+            return Box::pin(async { None });
+        };
+        let route = Route::of(&call.path);
+        let mut book = c.book();
+        let n = {
+            let n = book.counts.entry(route).or_default();
+            *n += 1;
+            *n
+        };
+        let fault = if c.armed.load(Ordering::SeqCst) {
+            c.schedule.fault_for(route, n)
+        } else {
+            None
+        };
+        if fault.is_some() {
+            book.faults_hit += 1;
+        }
+        let idx = book.trace.len();
+        book.trace.push(TraceEntry::Call(TraceCall {
+            broker_life: self.epoch,
+            replica,
+            method: call.method.clone(),
+            path: call.path.clone(),
+            route,
+            nth: n,
+            fault,
+            status: None,
+        }));
+        book.open.insert((self.epoch, call.seq), idx);
+        if !is_background(route) {
+            book.in_flight += 1;
+        }
+        drop(book);
+        let http = |k: HttpFault| -> HookFuture { Box::pin(async move { Some(k) }) };
+        match fault {
+            None => Box::pin(async { None }),
+            Some(Fault::Unavailable) => http(HttpFault::Unavailable("retry")),
+            Some(Fault::CommitThenUnavailable) => http(HttpFault::CommitThenUnavailable),
+            Some(Fault::CommitThenDrop) => http(HttpFault::CommitThenDrop),
+            Some(Fault::Delay(d)) => http(HttpFault::Delay(d)),
+            Some(Fault::Overloaded { retry_after_secs }) => http(HttpFault::Overloaded {
+                retry_after: retry_after_secs,
+            }),
+            Some(Fault::LeaseExpiry) => {
+                c.clock.advance(c.jump);
+                c.event(Event::ClockJump {
+                    secs: c.jump.as_secs(),
+                    why: format!("lease expiry while {route}#{n} is in flight"),
+                });
+                let hold = c.hold;
+                Box::pin(async move {
+                    tokio::time::sleep(hold).await;
+                    None
+                })
+            }
+            Some(Fault::BrokerRestart) => {
+                let _ = c.actions.send(Action::RestartBroker);
+                Box::pin(async { None })
+            }
+            // The call applies and its answer is lost (the connection drops); once it
+            // has, the replica that sent it is cancelled and started again (`after`).
+            Some(Fault::WorkerRestart) => http(HttpFault::CommitThenDrop),
+        }
+    }
+
+    fn after(&self, call: &CallInfo, status: u16, _fault: Option<HttpFault>) {
+        let mut book = self.control.book();
+        let Some(idx) = book.open.remove(&(self.epoch, call.seq)) else {
+            return;
+        };
+        let mut route = Route::Other;
+        if let Some(TraceEntry::Call(c)) = book.trace.get_mut(idx) {
+            c.status = Some(status);
+            route = c.route;
+            if let (Some(Fault::WorkerRestart), Some(r)) = (c.fault, c.replica) {
+                let _ = self.control.actions.send(Action::RestartWorker(r));
+            }
+        }
+        if !is_background(route) {
+            book.in_flight = book.in_flight.saturating_sub(1);
+        }
+        let progress = (200..300).contains(&status)
+            && route != Route::LeaseExtend
+            && !(route == Route::Pop && status == 204);
+        if progress {
+            book.last_progress = Some(Instant::now());
+        }
+    }
+}
+
+/// One running copy of the worker.
+struct Replica {
+    index: usize,
+    handle: JoinHandle<Result<(), String>>,
+    stop: Option<oneshot::Sender<()>>,
+    reported: bool,
+}
+
+impl Replica {
+    fn start(setup: &Setup, url: &str, index: usize) -> Replica {
+        let client = Client::builder()
+            .url(url)
+            .user_agent(format!("{REPLICA_AGENT}{index}"))
+            .retry(setup.retry.clone())
+            .build()
+            .expect("a client for the in-process broker");
+        let (tx, rx) = oneshot::channel();
+        let handle = tokio::spawn((setup.worker)(client, Stop { rx }));
+        Replica {
+            index,
+            handle,
+            stop: Some(tx),
+            reported: false,
+        }
+    }
+}
+
+async fn start_broker(
+    path: &Path,
+    clock: &ManualClock,
+    addr: Option<SocketAddr>,
+) -> Result<MockBroker, String> {
+    let mut tries = 0;
+    loop {
+        let mut b = MockBroker::builder().data_file(path).clock(clock.clone());
+        if let Some(a) = addr {
+            b = b.listen(a);
+        }
+        match b.start().await {
+            Ok(broker) => return Ok(broker),
+            // The old broker's port or file may take a moment to be free.
+            Err(_) if tries < 100 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(format!("starting the broker: {e}")),
+        }
+    }
+}
+
+fn set_hook(broker: &MockBroker, epoch: u32, control: &Arc<Control>) {
+    if let Some(h) = broker.harness() {
+        h.hooks.set(Arc::new(EpochHook {
+            epoch,
+            control: Arc::clone(control),
+        }));
+    }
+}
+
+/// Whether the worker's group has acknowledged every input.
+fn all_acked(broker: &MockBroker, setup: &Setup) -> bool {
+    let mut per: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for i in &setup.inputs {
+        *per.entry((&i.queue, &i.partition)).or_default() += 1;
+    }
+    per.into_iter().all(|((q, p), n)| {
+        broker
+            .inspect()
+            .cursor(q, p, &setup.group)
+            .ok()
+            .flatten()
+            .is_some_and(|c| c.next_offset >= n)
+    })
+}
+
+fn setup_failure(what: String) -> RunOutcome {
+    RunOutcome {
+        violation: Some(Violation {
+            invariant: "the run could be set up".into(),
+            detail: what,
+        }),
+        trace: Vec::new(),
+        faults_hit: 0,
+    }
+}
+
+/// Runs the worker under `schedule` on a fresh broker and checks the invariants.
+pub(crate) async fn run_one(setup: Arc<Setup>, schedule: Schedule) -> RunOutcome {
+    let dir = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => return setup_failure(format!("a temporary directory: {e}")),
+    };
+    let path = dir.path().join("queen.redb");
+    let clock = ManualClock::new();
+    let mut broker = match start_broker(&path, &clock, None).await {
+        Ok(b) => b,
+        Err(e) => return setup_failure(e),
+    };
+    let addr = broker.addr();
+    let url = broker.url();
+    let admin = match Client::builder()
+        .url(&url)
+        .user_agent(SETUP_AGENT)
+        .retry(setup.retry.clone())
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => return setup_failure(e.to_string()),
+    };
+    if !setup.inputs.is_empty() {
+        let items = setup
+            .inputs
+            .iter()
+            .map(|i| {
+                PushItem::new(&i.queue, &i.payload)
+                    .partition(&i.partition)
+                    .transaction_id(&i.transaction_id)
+            })
+            .collect();
+        if let Err(e) = admin.push(items).await {
+            return setup_failure(format!("pushing the inputs: {e}"));
+        }
+    }
+
+    let (actions, mut requests) = mpsc::unbounded_channel();
+    let control = Arc::new(Control {
+        schedule,
+        clock: clock.clone(),
+        jump: setup.lease + Duration::from_secs(1),
+        hold: setup.hold,
+        armed: AtomicBool::new(true),
+        book: Mutex::default(),
+        actions,
+    });
+    let mut epoch = 0;
+    set_hook(&broker, epoch, &control);
+    control.touch();
+    let mut replicas: Vec<Replica> = (0..setup.replicas.max(1))
+        .map(|i| Replica::start(&setup, &url, i))
+        .collect();
+
+    let started = Instant::now();
+    let mut timed_out = false;
+    loop {
+        tokio::select! {
+            Some(action) = requests.recv() => match action {
+                Action::RestartWorker(r) => {
+                    if let Some(rep) = replicas.iter_mut().find(|x| x.index == r) {
+                        rep.handle.abort();
+                        let _ = (&mut rep.handle).await;
+                        *rep = Replica::start(&setup, &url, r);
+                        control.event(Event::WorkerRestart { replica: r });
+                    }
+                }
+                Action::RestartBroker => {
+                    let t = Instant::now();
+                    broker.shutdown().await;
+                    broker = match start_broker(&path, &clock, Some(addr)).await {
+                        Ok(b) => b,
+                        Err(e) => {
+                            for r in &replicas {
+                                r.handle.abort();
+                            }
+                            return setup_failure(format!("restarting the broker: {e}"));
+                        }
+                    };
+                    epoch += 1;
+                    set_hook(&broker, epoch, &control);
+                    control.event(Event::BrokerRestart { took: t.elapsed() });
+                }
+            },
+            () = tokio::time::sleep(Duration::from_millis(10)) => {}
+        }
+        for r in &mut replicas {
+            if !r.reported && r.handle.is_finished() {
+                r.reported = true;
+                let outcome = match (&mut r.handle).await {
+                    Ok(Ok(())) => "returned".to_string(),
+                    Ok(Err(e)) => format!("failed: {e}"),
+                    Err(e) => format!("panicked: {e}"),
+                };
+                control.event(Event::WorkerExit {
+                    replica: r.index,
+                    outcome,
+                });
+            }
+        }
+        if all_acked(&broker, &setup) {
+            break;
+        }
+        if started.elapsed() > setup.run_timeout {
+            timed_out = true;
+            break;
+        }
+        // The worker waits on something only time brings (a lease to lapse after a
+        // lost answer or a killed worker): move the broker's clock past the lease.
+        if control.idle_for() > setup.idle && control.in_flight() == 0 {
+            clock.advance(setup.lease + Duration::from_secs(1));
+            control.event(Event::ClockJump {
+                secs: setup.lease.as_secs() + 1,
+                why: "the worker is idle with inputs unacknowledged".into(),
+            });
+            control.touch();
+        }
+    }
+
+    // Stop: no more faults; each replica drains; calls still in flight finish.
+    control.armed.store(false, Ordering::SeqCst);
+    for r in &mut replicas {
+        if let Some(stop) = r.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+    for r in &mut replicas {
+        match tokio::time::timeout(Duration::from_secs(10), &mut r.handle).await {
+            Ok(res) if !r.reported => {
+                let outcome = match res {
+                    Ok(Ok(())) => "stopped".to_string(),
+                    Ok(Err(e)) => format!("stopped with an error: {e}"),
+                    Err(e) => format!("panicked: {e}"),
+                };
+                control.event(Event::WorkerExit {
+                    replica: r.index,
+                    outcome,
+                });
+            }
+            Ok(_) => {}
+            Err(_) => {
+                r.handle.abort();
+                control.event(Event::WorkerExit {
+                    replica: r.index,
+                    outcome: "did not stop within 10 s: cancelled".into(),
+                });
+            }
+        }
+    }
+    let settle = Instant::now();
+    while control.in_flight() > 0 && settle.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    // The invariants, over the stored state.
+    let mut queues: Vec<&str> = setup.inputs.iter().map(|i| i.queue.as_str()).collect();
+    queues.sort_unstable();
+    queues.dedup();
+    let mut dead = Vec::new();
+    for q in queues {
+        match admin
+            .dlq::<serde_json::Value>(DlqQuery {
+                limit: Some(1000),
+                ..DlqQuery::queue(q)
+            })
+            .await
+        {
+            Ok(page) => dead.extend(page.messages),
+            Err(e) => return setup_failure(format!("reading the dead letters of {q}: {e}")),
+        }
+    }
+    let state = State {
+        broker: &broker,
+        inputs: &setup.inputs,
+        group: &setup.group,
+        dead: &dead,
+    };
+    let mut violation = setup.invariants.iter().find_map(|inv| {
+        inv.check(&state).err().map(|detail| Violation {
+            invariant: inv.name().to_string(),
+            detail,
+        })
+    });
+    if violation.is_none() && timed_out {
+        violation = Some(Violation {
+            invariant: "every input acknowledged".into(),
+            detail: format!(
+                "the worker had not acknowledged every input after {:?}",
+                setup.run_timeout
+            ),
+        });
+    }
+    broker.shutdown().await;
+    drop(dir);
+    let book = std::mem::take(&mut *control.book());
+    RunOutcome {
+        violation,
+        trace: book.trace,
+        faults_hit: book.faults_hit,
+    }
+}
