@@ -138,3 +138,104 @@ async fn a_message_detail_says_where_it_stands_for_each_group() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_queues_depth_is_its_backlog_by_group_and_by_slowest_group() {
+    let h = Harness::new().await;
+    for i in 0..3 {
+        h.push_one("q", "a", &format!("a{i}"), json!(i)).await;
+    }
+    h.push_one("q", "b", "b0", json!(0)).await;
+    let p = h
+        .pop("/api/v1/pop/queue/q/partition/a?batch=2&consumerGroup=fast&subscriptionMode=all")
+        .await
+        .unwrap();
+    h.ack_msg(&p["messages"][1], "completed").await;
+    let (s, d) = h.get("/api/v1/resources/queues/q/depth?group=fast").await;
+    assert_eq!(s, 200, "{d}");
+    assert_eq!(
+        d["pending"], 2,
+        "a2 on a, b0 on b (no cursor there: all of it): {d}"
+    );
+    assert_eq!(d["partitionsPending"], 2);
+    assert_eq!(d["effectivePending"], d["pending"]);
+    assert_eq!(d["conflation"], false);
+    assert_eq!(
+        d["partitions"],
+        json!([{"partition": "a", "pending": 1}, {"partition": "b", "pending": 1}])
+    );
+    // Queue level: the slowest reader; nobody read b, so all of it.
+    let (_, all) = h.get("/api/v1/resources/queues/q/depth").await;
+    assert_eq!(
+        (all["pending"].clone(), all["group"].clone()),
+        (json!(2), Value::Null)
+    );
+    let (_, other) = h.get("/api/v1/resources/queues/q/depth?group=never").await;
+    assert_eq!(
+        other["pending"], 4,
+        "a group with no cursor owes everything"
+    );
+    let (s, b) = h.get("/api/v1/resources/queues/nope/depth").await;
+    assert_eq!((s.as_u16(), b["code"].clone()), (404, json!("not_found")));
+}
+
+#[tokio::test]
+async fn the_partitions_resource_ranks_by_pending_with_lag() {
+    let h = Harness::new().await;
+    for i in 0..3 {
+        h.push_one("q", "busy", &format!("b{i}"), json!(i)).await;
+    }
+    h.push_one("q", "quiet", "q0", json!(0)).await;
+    h.push_one("other", "x", "x0", json!(0)).await;
+    h.advance(5);
+    let (s, b) = h.get("/api/v1/resources/partitions?queue=q").await;
+    assert_eq!(s, 200, "{b}");
+    let rows = b["partitions"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{b}");
+    assert_eq!(
+        (rows[0]["partition"].clone(), rows[0]["pending"].clone()),
+        (json!("busy"), json!(3))
+    );
+    assert_eq!(rows[0]["lagSeconds"], 5);
+    assert_eq!(rows[1]["partition"], "quiet");
+    assert!(
+        rows.iter()
+            .all(|r| r["queue"] == "q" && r["id"].is_string() && r["processing"] == 0)
+    );
+    let (_, all) = h.get("/api/v1/resources/partitions?limit=1").await;
+    assert_eq!(all["partitions"].as_array().unwrap().len(), 1);
+    let (s, _) = h.get("/api/v1/resources/partitions?limit=zero").await;
+    assert_eq!(s, 400);
+    // Caught up: no lag.
+    let p = h.pop("/api/v1/pop/queue/q/partition/quiet").await.unwrap();
+    h.ack_msg(&p["messages"][0], "completed").await;
+    let (_, b) = h.get("/api/v1/resources/partitions?queue=q").await;
+    assert_eq!(b["partitions"][1]["lagSeconds"], Value::Null, "{b}");
+}
+
+#[tokio::test]
+async fn namespaces_and_tasks_are_listed_from_configure_and_dotted_names() {
+    let h = Harness::new().await;
+    let (s, b) = h
+        .post(
+            "/api/v1/configure",
+            json!({"queue": "given", "namespace": "crm", "task": "sync"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    h.push_one("crm.import.q", "p", "t", json!(1)).await;
+    h.push_one("plain", "p", "t", json!(1)).await;
+    let (_, ns) = h.get("/api/v1/resources/namespaces").await;
+    assert_eq!(
+        ns["namespaces"],
+        json!([{"namespace": "crm", "queues": 2, "partitions": 1, "messages": {"total": 1, "pending": 1}}])
+    );
+    let (_, tasks) = h.get("/api/v1/resources/tasks").await;
+    let names: Vec<&str> = tasks["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["import", "sync"]);
+}

@@ -33,7 +33,8 @@ use crate::store::{Reader, StoreError, T};
 /// How much activity is kept: one day of minutes.
 pub const WINDOW_MINUTES: i64 = 24 * 60;
 
-const MICROS_PER_MINUTE: i64 = 60_000_000;
+/// Microseconds in a minute.
+pub const MICROS_PER_MINUTE: i64 = 60_000_000;
 
 /// Lag at delivery: how long messages waited between their push and a pop.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -97,7 +98,8 @@ pub struct Bucket {
 }
 
 impl Bucket {
-    fn merge(&mut self, o: &Bucket) {
+    /// Adds `o` in.
+    pub fn merge(&mut self, o: &Bucket) {
         self.push_requests += o.push_requests;
         self.push_messages += o.push_messages;
         self.duplicates += o.duplicates;
@@ -266,7 +268,8 @@ impl Activity {
     }
 
     /// Minutes of `tenant` from `from` to `to` (inclusive, µs), oldest first, with
-    /// every minute of the span present (an idle one is empty). `queue` narrows to
+    /// every minute of the span present (an idle one is empty; minutes older than the
+    /// window are left out). `queue` narrows to
     /// one queue's pushes, pops and lag.
     pub fn minutes(
         &self,
@@ -279,7 +282,8 @@ impl Activity {
             from.div_euclid(MICROS_PER_MINUTE),
             to.div_euclid(MICROS_PER_MINUTE),
         );
-        let b = b.min(a + WINDOW_MINUTES);
+        // Only the window is kept: a longer span is cut at its old end.
+        let a = a.max(b - WINDOW_MINUTES);
         self.with(|inner| {
             let t = inner.tenants.get(tenant);
             (a..=b)

@@ -1,6 +1,8 @@
 //! Operator reads: queues with their partitions' figures, and one message with where it
 //! stands for each consumer group (`GET /api/v1/resources/queues[/{queue}]`,
-//! `GET /api/v1/messages/{partitionId}/{transactionId}`). Shapes follow the official
+//! `GET /api/v1/messages/{partitionId}/{transactionId}`), and the summaries by
+//! namespace, task and partition and a queue's depth (routed in `http/status.rs`).
+//! Shapes follow the official
 //! client's live tests (`semantics.rs`, `admin.rs` of `queen-mq` 2.7.0): they read these
 //! keys by name, so every key below is always present.
 
@@ -13,11 +15,14 @@ use serde_json::{Map, Value};
 
 use super::Caller;
 use super::error::ApiError;
+use super::extract::Params;
 use super::extract::PathParams;
 use crate::clock::format_iso;
 use crate::engine::resources::{
-    Counts, GroupView, MessageDetail, MessageStatus, PartitionStats, QueueStats,
+    Counts, GroupBy, GroupView, MessageDetail, MessageStatus, PartitionStats, QueueStats,
+    busiest_partitions, groupings,
 };
+use crate::engine::status::Filter;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -275,6 +280,183 @@ pub async fn message(
     Ok(AxumJson(body).into_response())
 }
 
-fn not_found(message: String) -> ApiError {
+/// A 404 `not_found`.
+pub(crate) fn not_found(message: String) -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+}
+
+/// Stored and pending, as the namespace and task rows count them.
+#[derive(Serialize)]
+struct GroupCounts {
+    total: u64,
+    /// Not yet committed by the slowest group (pending and processing).
+    pending: u64,
+}
+
+#[derive(Serialize)]
+struct NamespaceRow<'a> {
+    namespace: &'a str,
+    queues: usize,
+    partitions: usize,
+    messages: GroupCounts,
+}
+
+#[derive(Serialize)]
+struct TaskRow<'a> {
+    task: &'a str,
+    queues: usize,
+    partitions: usize,
+    messages: GroupCounts,
+}
+
+#[derive(Serialize)]
+struct Namespaces<'a> {
+    namespaces: Vec<NamespaceRow<'a>>,
+}
+
+#[derive(Serialize)]
+struct Tasks<'a> {
+    tasks: Vec<TaskRow<'a>>,
+}
+
+fn group_counts(c: &Counts) -> GroupCounts {
+    GroupCounts {
+        total: c.total,
+        pending: c.pending + c.processing,
+    }
+}
+
+/// `GET /api/v1/resources/namespaces`: every namespace in use (given at configure or
+/// derived from a dotted queue name), with its queues' figures.
+pub async fn namespaces(s: Caller) -> Result<Response, ApiError> {
+    let queues = s.engine.queue_stats(s.tenant()).await?;
+    let groups = groupings(&queues, GroupBy::Namespace);
+    let body = Namespaces {
+        namespaces: groups
+            .iter()
+            .map(|g| NamespaceRow {
+                namespace: &g.name,
+                queues: g.queues.len(),
+                partitions: g.partitions,
+                messages: group_counts(&g.counts),
+            })
+            .collect(),
+    };
+    Ok(AxumJson(body).into_response())
+}
+
+/// `GET /api/v1/resources/tasks`: every task in use, with its queues' figures.
+pub async fn tasks(s: Caller) -> Result<Response, ApiError> {
+    let queues = s.engine.queue_stats(s.tenant()).await?;
+    let groups = groupings(&queues, GroupBy::Task);
+    let body = Tasks {
+        tasks: groups
+            .iter()
+            .map(|g| TaskRow {
+                task: &g.name,
+                queues: g.queues.len(),
+                partitions: g.partitions,
+                messages: group_counts(&g.counts),
+            })
+            .collect(),
+    };
+    Ok(AxumJson(body).into_response())
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RankedRow<'a> {
+    queue: &'a str,
+    partition: &'a str,
+    id: String,
+    pending: u64,
+    processing: u64,
+    /// Age in seconds of the oldest message its slowest group has not committed;
+    /// `null` when caught up.
+    lag_seconds: Option<i64>,
+}
+
+#[derive(Serialize)]
+struct Ranked<'a> {
+    partitions: Vec<RankedRow<'a>>,
+}
+
+/// `GET /api/v1/resources/partitions?queue=&limit=610`: the partitions holding the
+/// most pending first.
+pub async fn partitions(s: Caller, p: Params) -> Result<Response, ApiError> {
+    let limit = p.int("limit", 610, 1, 100_000)? as usize;
+    let filter = Filter {
+        queue: p.get("queue").map(str::to_string),
+        ..Filter::default()
+    };
+    let snap = s.engine.status_snapshot(s.tenant(), filter).await?;
+    let now = s.engine.clock().now_micros();
+    let body = Ranked {
+        partitions: busiest_partitions(&snap.queues, limit)
+            .into_iter()
+            .map(|r| RankedRow {
+                queue: r.queue,
+                partition: &r.stats.name,
+                id: r.stats.id.to_string(),
+                pending: r.stats.counts.pending,
+                processing: r.stats.counts.processing,
+                lag_seconds: r
+                    .stats
+                    .oldest_unconsumed_at
+                    .map(|at| (now - at).max(0) / 1_000_000),
+            })
+            .collect(),
+    };
+    Ok(AxumJson(body).into_response())
+}
+
+#[derive(Serialize)]
+struct DepthPartition<'a> {
+    partition: &'a str,
+    pending: u64,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DepthBody<'a> {
+    queue: &'a str,
+    group: Option<&'a str>,
+    pending: u64,
+    partitions_pending: u64,
+    /// This broker has no conflating groups: always false.
+    conflation: bool,
+    /// Work left: without conflation, the same as `pending`.
+    effective_pending: u64,
+    partitions: Vec<DepthPartition<'a>>,
+}
+
+/// `GET /api/v1/resources/queues/{queue}/depth?group=`: a queue's backlog by
+/// watermark arithmetic, for the slowest group or one group; 404 when the queue
+/// does not exist.
+pub async fn depth(
+    s: Caller,
+    PathParams(queue): PathParams<String>,
+    p: Params,
+) -> Result<Response, ApiError> {
+    let group = p.get("group");
+    let Some(d) = s.engine.queue_depth(s.tenant(), &queue, group).await? else {
+        return Err(not_found(format!("queue {queue:?} does not exist")));
+    };
+    let body = DepthBody {
+        queue: &d.queue,
+        group: d.group.as_deref(),
+        pending: d.pending,
+        partitions_pending: d.partitions_pending,
+        conflation: false,
+        effective_pending: d.pending,
+        partitions: d
+            .partitions
+            .iter()
+            .map(|x| DepthPartition {
+                partition: &x.partition,
+                pending: x.pending,
+            })
+            .collect(),
+    };
+    Ok(AxumJson(body).into_response())
 }
