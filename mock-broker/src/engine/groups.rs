@@ -1,12 +1,24 @@
-//! Consumer groups: seeking and forgetting.
+//! Consumer groups: seeking, forgetting (on one queue or all), moving the subscription
+//! time, and the operator's reads of where each group stands (the list, one group's
+//! detail, the lagging partitions).
+//!
+//! A group's footprint is its subscription per queue (`Subscriptions`: where a cursor
+//! starts on a partition it has not read) and its cursor per partition (`Consumers`).
+//! The reads walk the subscriptions, so they cost one row per (group, queue) plus one
+//! per partition of those queues, never a scan of the messages: a partition's lag is
+//! its next offset minus the first stored offset at or after the cursor, and its age is
+//! that message's creation time.
+
+use redb::Database;
 
 use super::consumers::{self, StartAt};
 use super::queues::{PartitionEntry, get_queue, list_partitions};
+use super::{Engine, QUEUE_MODE};
 use crate::clock::Micros;
 use crate::error::EngineError;
 use crate::store::keys::{Key, KeyReader};
-use crate::store::records::ConsumerRecord;
-use crate::store::{StoreError, T, Tx};
+use crate::store::records::{ConsumerRecord, MessageRecord, SubscriptionRecord, decode};
+use crate::store::{Reader, StoreError, T, Tx, View};
 
 /// Where a seek moves the cursor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,18 +92,34 @@ pub fn delete_group(
     group: &str,
     metadata: bool,
 ) -> Result<usize, StoreError> {
-    let prefix = Key::tenant(tenant).into_bytes();
-    let mut queues = Vec::new();
-    tx.scan(T::Subscriptions, &prefix, &prefix, |k, _| {
-        let mut r = KeyReader::new(k);
-        let (_, queue, g) = (r.str(), r.str(), r.str());
-        if let (Some(queue), Some(g)) = (queue, g)
-            && g == group
-        {
-            queues.push((queue, k.to_vec()));
-        }
-        Ok(true)
-    })?;
+    delete_group_on(tx, tenant, group, None, metadata)
+}
+
+/// [`delete_group`] on one queue (`Some`) or on every queue the group subscribed to
+/// (`None`). Without `metadata` the subscription stays, so the group reads each
+/// partition again from its subscription's start (`all`: from the beginning; `new`:
+/// from the time it first subscribed); with it, the next pop subscribes afresh with
+/// its own mode. A queue the group never read answers 0 and changes nothing.
+pub fn delete_group_on(
+    tx: &mut Tx,
+    tenant: &str,
+    group: &str,
+    queue: Option<&str>,
+    metadata: bool,
+) -> Result<usize, StoreError> {
+    let queues: Vec<(String, Vec<u8>)> = match queue {
+        Some(q) => vec![(
+            q.to_string(),
+            Key::tenant(tenant).str(q).str(group).into_bytes(),
+        )],
+        None => subscriptions(tx, tenant, Some(group))?
+            .into_iter()
+            .map(|s| {
+                let key = Key::tenant(tenant).str(&s.queue).str(group).into_bytes();
+                (s.queue, key)
+            })
+            .collect(),
+    };
     let mut removed = 0;
     for (queue, skey) in queues {
         for p in list_partitions(tx, tenant, &queue)? {
@@ -104,9 +132,239 @@ pub fn delete_group(
                 removed += 1;
             }
         }
-        if metadata {
+        if metadata && tx.get_raw(T::Subscriptions, &skey)?.is_some() {
             tx.delete(T::Subscriptions, skey);
         }
     }
     Ok(removed)
+}
+
+/// One group's subscription to one queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscription {
+    /// The queue.
+    pub queue: String,
+    /// The group.
+    pub group: String,
+    /// Messages created at or after this time are read; `i64::MIN`: all of them.
+    pub from: Micros,
+}
+
+impl Subscription {
+    /// The subscription's mode in the wire's words: `all` reads every message, `new`
+    /// those created from its time on (a `subscriptionFrom` start reads the same way).
+    pub fn mode(&self) -> SubscriptionMode {
+        if self.from == i64::MIN {
+            SubscriptionMode::All
+        } else {
+            SubscriptionMode::New
+        }
+    }
+}
+
+/// Where a group's cursors start on partitions it has not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscriptionMode {
+    /// From the first message.
+    All,
+    /// From the subscription's time.
+    New,
+}
+
+/// The tenant's subscriptions (of one group, or of all), in (queue, group) order.
+pub fn subscriptions(
+    view: &impl View,
+    tenant: &str,
+    group: Option<&str>,
+) -> Result<Vec<Subscription>, StoreError> {
+    let prefix = Key::tenant(tenant).into_bytes();
+    let mut out = Vec::new();
+    view.scan_rows(T::Subscriptions, &prefix, &prefix, &mut |k, v| {
+        let mut r = KeyReader::new(&k[prefix.len()..]);
+        if let (Some(queue), Some(g)) = (r.str(), r.str())
+            && group.is_none_or(|want| want == g)
+        {
+            let rec: SubscriptionRecord = decode(v)?;
+            out.push(Subscription {
+                queue,
+                group: g,
+                from: rec.from,
+            });
+        }
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+/// Moves the start of every subscription of the group (on every queue) to `at`: each
+/// partition it has not read yet is read from the first message created at or after
+/// `at`. Cursors it already has stay where they are (a seek moves those). Answers the
+/// subscriptions changed: 0 for a group that never subscribed (the route updates, it
+/// does not create).
+pub fn set_subscription(
+    tx: &mut Tx,
+    tenant: &str,
+    group: &str,
+    at: Micros,
+) -> Result<usize, EngineError> {
+    if group == QUEUE_MODE {
+        return Err(EngineError::bad(format!(
+            "{QUEUE_MODE} always reads every message; it has no subscription time to move"
+        )));
+    }
+    let subs = subscriptions(tx, tenant, Some(group))?;
+    for s in &subs {
+        tx.put(
+            T::Subscriptions,
+            Key::tenant(tenant).str(&s.queue).str(group).into_bytes(),
+            &SubscriptionRecord { from: at },
+        );
+    }
+    Ok(subs.len())
+}
+
+/// Where one group stands on one partition it has read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionPosition {
+    /// The partition's name.
+    pub partition: String,
+    /// Its broker-wide id.
+    pub partition_id: u64,
+    /// The group's cursor: the next offset it reads.
+    pub cursor: u64,
+    /// Stored messages at or after the cursor: what the group has still to read.
+    pub offset_lag: u64,
+    /// When the oldest of those was created; `None` when caught up.
+    pub oldest_unconsumed_at: Option<Micros>,
+    /// When the group's live lease there ends; `None` without one.
+    pub lease_expires_at: Option<Micros>,
+}
+
+impl PartitionPosition {
+    /// Whole seconds since the oldest unread message was created (0 when caught up).
+    pub fn time_lag_seconds(&self, now: Micros) -> i64 {
+        self.oldest_unconsumed_at
+            .map_or(0, |t| (now - t).max(0) / 1_000_000)
+    }
+}
+
+/// One group on one queue: its subscription and its positions there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupOnQueue {
+    /// The subscription.
+    pub subscription: Subscription,
+    /// The partitions the group has a cursor on, in name order.
+    pub partitions: Vec<PartitionPosition>,
+}
+
+/// Every group of the tenant (or one) on every queue it subscribed to, from the last
+/// commit.
+pub fn overview(
+    db: &Database,
+    tenant: &str,
+    group: Option<&str>,
+    now: Micros,
+) -> Result<Vec<GroupOnQueue>, StoreError> {
+    let r = Reader::begin(db)?;
+    let mut out = Vec::new();
+    for subscription in subscriptions(&r, tenant, group)? {
+        let mut partitions = Vec::new();
+        for p in list_partitions(&r, tenant, &subscription.queue)? {
+            let ckey = consumers::key(tenant, p.rec.id, &subscription.group);
+            let Some(c) = r.get_record::<ConsumerRecord>(T::Consumers, &ckey)? else {
+                continue;
+            };
+            let first = first_stored_from(&r, tenant, p.rec.id, c.cursor)?;
+            partitions.push(PartitionPosition {
+                partition: p.name,
+                partition_id: p.rec.id,
+                cursor: c.cursor,
+                offset_lag: first.map_or(0, |(o, _)| p.rec.next_offset.saturating_sub(o)),
+                oldest_unconsumed_at: first.map(|(_, at)| at),
+                lease_expires_at: c
+                    .lease
+                    .as_ref()
+                    .filter(|l| l.expires_at > now)
+                    .map(|l| l.expires_at),
+            });
+        }
+        out.push(GroupOnQueue {
+            subscription,
+            partitions,
+        });
+    }
+    Ok(out)
+}
+
+/// The first stored message of a partition at or after `from`: its offset and creation
+/// time (retention deletes from the head, so what follows it is stored too).
+fn first_stored_from(
+    view: &impl View,
+    tenant: &str,
+    pid: u64,
+    from: u64,
+) -> Result<Option<(u64, Micros)>, StoreError> {
+    let prefix = Key::tenant(tenant).u64(pid).into_bytes();
+    let start = Key::tenant(tenant).u64(pid).u64(from).into_bytes();
+    let mut found = None;
+    view.scan_rows(T::Messages, &start, &prefix, &mut |k, v| {
+        let mut r = KeyReader::new(&k[prefix.len()..]);
+        if let Some(offset) = r.u64() {
+            let m: MessageRecord = decode(v)?;
+            found = Some((offset, m.created_at));
+        }
+        Ok(false)
+    })?;
+    Ok(found)
+}
+
+impl Engine {
+    /// Forgets a consumer group on one queue (or on every queue: `None`).
+    pub async fn delete_group_on(
+        &self,
+        tenant: &str,
+        group: &str,
+        queue: Option<&str>,
+        metadata: bool,
+    ) -> Result<usize, EngineError> {
+        let (tenant, group) = (tenant.to_string(), group.to_string());
+        let queue = queue.map(str::to_string);
+        self.shared
+            .writer
+            .submit(move |tx| {
+                Ok(delete_group_on(
+                    tx,
+                    &tenant,
+                    &group,
+                    queue.as_deref(),
+                    metadata,
+                )?)
+            })
+            .await
+    }
+
+    /// Moves a group's subscription time on every queue ([`set_subscription`]).
+    pub async fn set_subscription(
+        &self,
+        tenant: &str,
+        group: &str,
+        at: Micros,
+    ) -> Result<usize, EngineError> {
+        let (tenant, group) = (tenant.to_string(), group.to_string());
+        self.shared
+            .writer
+            .submit(move |tx| set_subscription(tx, &tenant, &group, at))
+            .await
+    }
+
+    /// Where every group (or one) stands, from the last commit ([`overview`]).
+    pub async fn group_overview(
+        &self,
+        tenant: &str,
+        group: Option<&str>,
+    ) -> Result<(Vec<GroupOnQueue>, Micros), EngineError> {
+        let (tenant, group) = (tenant.to_string(), group.map(str::to_string));
+        self.read(move |db, now| Ok((overview(db, &tenant, group.as_deref(), now)?, now)))
+            .await
+    }
 }
