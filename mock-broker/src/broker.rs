@@ -96,6 +96,7 @@ pub struct MockBrokerBuilder {
     drain: Duration,
     harness: bool,
     storage_faults: Option<StorageFaults>,
+    storage_reserve: u64,
 }
 
 impl Default for MockBrokerBuilder {
@@ -111,6 +112,7 @@ impl Default for MockBrokerBuilder {
             drain: Duration::ZERO,
             harness: true,
             storage_faults: None,
+            storage_reserve: 0,
         }
     }
 }
@@ -353,6 +355,32 @@ impl MockBrokerBuilder {
         self
     }
 
+    /// Holds `bytes` of disk back for a full disk (default 0: none): when a commit
+    /// fails for lack of space, the broker gives the reserve back and goes on serving
+    /// pops, acks, lease extensions and deletes into it, refusing only what adds data
+    /// (507 `storage_full`), until the reserve can be taken again (see
+    /// [`store::reserve`]). With a data file the reserve is a file beside it
+    /// (`<data>.reserve`); under [`Self::storage_faults`] the simulated full disk gives
+    /// that much room back; an in-memory broker without faults has no disk to fill.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let dir = tempfile::tempdir()?;
+    /// let broker = MockBroker::builder()
+    ///     .data_file(dir.path().join("queen.redb"))
+    ///     .storage_reserve(4 << 20)
+    ///     .start()
+    ///     .await?;
+    /// assert_eq!(std::fs::metadata(dir.path().join("queen.redb.reserve"))?.len(), 4 << 20);
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn storage_reserve(mut self, bytes: u64) -> Self {
+        self.storage_reserve = bytes;
+        self
+    }
+
     /// Opens storage, binds, and starts serving (the timer scheduler included).
     ///
     /// ```
@@ -367,14 +395,22 @@ impl MockBrokerBuilder {
     /// # }
     /// ```
     pub async fn start(self) -> Result<MockBroker, StartError> {
-        let (storage, cache, faults) = (
+        let (storage, cache, faults, reserve) = (
             self.storage.clone(),
             self.cache_bytes,
             self.storage_faults.clone(),
+            self.storage_reserve,
         );
-        let db = tokio::task::spawn_blocking(move || open_handle(storage, cache, faults))
-            .await
-            .expect("open task")?;
+        let db = tokio::task::spawn_blocking(move || {
+            with_reserve(
+                open_handle(storage.clone(), cache, faults.clone())?,
+                &storage,
+                faults,
+                reserve,
+            )
+        })
+        .await
+        .expect("open task")?;
         let listener = TcpListener::bind(self.listen)
             .await
             .map_err(|source| StartError::Bind {
@@ -426,6 +462,34 @@ impl MockBrokerBuilder {
             writer: Some(writer),
         })
     }
+}
+
+/// Gives the opened database its storage reserve of `bytes` (none when 0).
+fn with_reserve(
+    db: store::DbHandle,
+    storage: &Storage,
+    faults: Option<StorageFaults>,
+    bytes: u64,
+) -> Result<store::DbHandle, store::StoreError> {
+    if bytes == 0 {
+        return Ok(db);
+    }
+    Ok(match (faults, storage) {
+        (Some(faults), _) => db.with_reserve(Box::new(faults.reserve(bytes))),
+        (None, Storage::File(path)) => {
+            let mut file = path.clone().into_os_string();
+            file.push(".reserve");
+            match store::reserve::FileReserve::create(file.into(), bytes) {
+                Ok(reserve) => db.with_reserve(Box::new(reserve)),
+                Err(e) => {
+                    // Starting without a reserve beats not starting on a tight disk.
+                    tracing::warn!(error = %e, "no storage reserve: cannot write it");
+                    db
+                }
+            }
+        }
+        (None, Storage::InMemory) => db,
+    })
 }
 
 /// Opens the database where `storage` says, with a way to open it again after an I/O

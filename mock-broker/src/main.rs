@@ -51,6 +51,12 @@ struct Args {
     #[arg(long, env = "QUEEN_STORAGE_CAP", value_parser = parse_size)]
     storage_cap: Option<u64>,
 
+    /// Disk held back for a full disk (suffixes as for --storage-cap), as a file beside
+    /// the data file: when the disk fills, it is given back so pops, acks and deletes
+    /// go on while writes that add data answer 507; 0 turns it off.
+    #[arg(long, env = "QUEEN_STORAGE_RESERVE", value_parser = parse_size, default_value = "32MiB")]
+    storage_reserve: u64,
+
     /// Most bytes of database pages kept in memory (suffixes as for --storage-cap): the
     /// bound on the broker's resident memory whatever it stores.
     #[arg(long, env = "QUEEN_CACHE_SIZE", value_parser = parse_size, default_value = "64MiB")]
@@ -94,7 +100,9 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!(data = %args.data.display(), "durable mode");
         builder = builder.data_file(&args.data);
     }
-    builder = builder.cache_size(usize::try_from(args.cache_size).unwrap_or(usize::MAX));
+    builder = builder
+        .cache_size(usize::try_from(args.cache_size).unwrap_or(usize::MAX))
+        .storage_reserve(args.storage_reserve);
     if let Some(cap) = args.storage_cap {
         tracing::info!(cap_bytes = cap, "storage cap on");
         builder = builder.storage_cap(cap);

@@ -209,3 +209,69 @@ async fn an_io_error_mid_commit_is_503_and_loses_nothing_acknowledged() {
     assert_eq!(stored(&broker), ["a", "b"], "none lost, none partial");
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn with_a_storage_reserve_a_full_disk_still_serves_pops_and_acks() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("queen.redb");
+    let faults = StorageFaults::default();
+    let broker = MockBroker::builder()
+        .data_file(&file)
+        .storage_faults(faults.clone())
+        .storage_reserve(8 << 20)
+        .start()
+        .await
+        .unwrap();
+    let c = Client::of(&broker);
+    for i in 0..3 {
+        assert_eq!(c.push(&format!("m-{i}"), 8).await.0, StatusCode::CREATED);
+    }
+
+    faults.inject(StorageFault::NoSpace);
+    // The first write that needs space fails and gives the reserve back; from then on
+    // every write that adds data is refused up front, small or large.
+    assert_eq!(c.push("big", 512).await.0, StatusCode::INSUFFICIENT_STORAGE);
+    let (s, b, retry) = c.push("small", 1).await;
+    assert_eq!(
+        (s, b["code"].clone()),
+        (StatusCode::INSUFFICIENT_STORAGE, json!("storage_full")),
+        "{b}"
+    );
+    assert!(retry.is_some());
+    assert_eq!(c.kv_put("k").await, StatusCode::INSUFFICIENT_STORAGE);
+    // Consumers go on: a pop leases, an ack commits.
+    for i in 0..3 {
+        let (s, p, _) = c.get("/api/v1/pop/queue/q?batch=1").await;
+        assert_eq!(s, StatusCode::OK, "{p}");
+        let m = &p["messages"][0];
+        assert_eq!(m["transactionId"], format!("m-{i}"));
+        let ack = json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+            "leaseId": p["leaseId"].as_str().or(m["leaseId"].as_str()), "status": "completed"});
+        let (s, a, _) = c
+            .send(c.http.post(format!("{}/api/v1/ack", c.url)).json(&ack))
+            .await;
+        assert_eq!(s, StatusCode::OK, "{a}");
+    }
+    let (s, h, _) = c.get("/health").await;
+    assert_eq!(
+        (s, h["reason"].clone()),
+        (StatusCode::SERVICE_UNAVAILABLE, json!("storage_full")),
+        "degraded while the reserve is spent: {h}"
+    );
+
+    // Space returns: within about a second the reserve is taken again and writes of
+    // every kind resume.
+    faults.heal();
+    let mut healthy = false;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if c.get("/health").await.0 == StatusCode::OK {
+            healthy = true;
+            break;
+        }
+    }
+    assert!(healthy, "health comes back without a restart");
+    assert_eq!(c.push("after", 8).await.0, StatusCode::CREATED);
+    assert_eq!(stored(&broker), ["m-0", "m-1", "m-2", "after"]);
+    broker.shutdown().await;
+}

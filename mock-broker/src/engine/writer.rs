@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use redb::Database;
 use tokio::sync::{mpsc, oneshot};
@@ -18,10 +19,14 @@ use tokio::sync::{mpsc, oneshot};
 use super::notify::Wakers;
 use crate::clock::Clock;
 use crate::error::EngineError;
-use crate::store::{DbHandle, Health, Memory, StoreError, Tables, Tx};
+use crate::store::{DbHandle, Degradation, Health, Memory, StoreError, Tables, Tx};
 
 /// Most commands applied in one commit; bounds the latency of the first in a batch.
 const MAX_BATCH: usize = 1024;
+
+/// How often, while the disk is full, the writer tries to take its storage reserve
+/// again (a write of the reserve's size: cheap next to a second of refused writes).
+const RESERVE_RETRY: Duration = Duration::from_secs(1);
 
 /// Commands that may wait for the writer before callers are told to back off (429).
 pub const QUEUE_CAPACITY: usize = 16_384;
@@ -198,6 +203,10 @@ fn run(
     // Caches and hints of this writer alone (see `store::Memory`).
     let mut memory = Memory::default();
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
+    // `Some(t)`: the disk filled and the storage reserve was given back (or last
+    // failed to be taken again) at `t`; until it is taken again, commands that add
+    // data are refused and the rest commit into the reserve's space.
+    let mut disk_full: Option<Instant> = None;
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
         while batch.len() < MAX_BATCH {
@@ -207,6 +216,18 @@ fn run(
             }
         }
         let n = batch.len() as u64;
+        if let Some(since) = disk_full
+            && since.elapsed() >= RESERVE_RETRY
+        {
+            match db.restore_reserve() {
+                Ok(()) => {
+                    tracing::info!("space is back: storage reserve restored, all writes resume");
+                    disk_full = None;
+                    db.set_health(Health::Healthy);
+                }
+                Err(_) => disk_full = Some(Instant::now()),
+            }
+        }
         let mut woken = Vec::new();
         let outcome = current_db(&db, &mut live, &mut memory).and_then(|d| {
             apply_batch(
@@ -217,11 +238,15 @@ fn run(
                 &mut woken,
                 &mut live,
                 cap,
+                disk_full.is_some(),
             )
         });
         match &outcome {
             Ok(true) => {
-                db.set_health(Health::Healthy);
+                db.set_health(match disk_full {
+                    Some(_) => Health::Degraded(Degradation::StorageFull),
+                    None => Health::Healthy,
+                });
                 stats.live_bytes.store(live, Ordering::Relaxed);
                 stats.commits.fetch_add(1, Ordering::Relaxed);
             }
@@ -234,6 +259,15 @@ fn run(
                     // redb refuses every call after an I/O error: open the file again
                     // now, so reads go on and the next batch can commit.
                     db.set_health(Health::Degraded(why));
+                    if why == Degradation::StorageFull
+                        && disk_full.is_none()
+                        && db.release_reserve()
+                    {
+                        tracing::warn!(
+                            "the disk is full: storage reserve released; refusing writes that add data, serving pops, acks and deletes"
+                        );
+                        disk_full = Some(Instant::now());
+                    }
                     reopen(&db, &mut live, &mut memory);
                 }
             }
@@ -312,12 +346,13 @@ fn apply_batch(
     woken: &mut Vec<(String, String)>,
     live: &mut u64,
     cap: Option<u64>,
+    disk_full: bool,
 ) -> Result<bool, Arc<StoreError>> {
     let txn = db.begin_write().map_err(store_err)?;
     let mut dirty = false;
     let live_after;
     {
-        let mut tables = Tables::open(&txn, *live, cap)?;
+        let mut tables = Tables::open(&txn, *live, cap, disk_full)?;
         for job in batch.iter_mut() {
             let mut tx = Tx::new(&mut tables, clock.now_micros(), memory);
             job.apply(&mut tx)?;

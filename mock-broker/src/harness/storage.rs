@@ -11,9 +11,11 @@
 use std::fmt;
 use std::ops::Bound;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use redb::{BackendError, StorageBackend};
+
+use crate::store::reserve::Reserve;
 
 /// Which fault the storage shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +65,9 @@ struct State {
     mode: AtomicU8,
     /// Writes and syncs refused so far.
     hits: AtomicU64,
+    /// Bytes the file may still grow by on a full disk: the storage reserve's space,
+    /// once the broker gives it back (see [`Reserve`]).
+    allowance: AtomicU64,
 }
 
 impl fmt::Debug for StorageFaults {
@@ -103,12 +108,61 @@ impl StorageFaults {
         self.state.hits.load(Ordering::SeqCst)
     }
 
+    /// The storage reserve of a broker on this storage, `bytes` large: on a full disk,
+    /// giving it back lets the file grow by that much; taking it again succeeds once
+    /// the fault is healed.
+    pub(crate) fn reserve(&self, bytes: u64) -> HarnessReserve {
+        HarnessReserve {
+            faults: self.clone(),
+            bytes,
+            released: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the file may grow by `by` bytes on a full disk (taking it from the
+    /// allowance if so).
+    fn take_allowance(&self, by: u64) -> bool {
+        self.state
+            .allowance
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |a| a.checked_sub(by))
+            .is_ok()
+    }
+
     fn refuse(&self, fault: StorageFault) -> std::io::Error {
         self.state.hits.fetch_add(1, Ordering::SeqCst);
         match fault {
             StorageFault::NoSpace => std::io::Error::from_raw_os_error(28),
             StorageFault::Io => std::io::Error::from_raw_os_error(5),
         }
+    }
+}
+
+/// The storage reserve as the harness models it: space the full disk gives back.
+pub(crate) struct HarnessReserve {
+    faults: StorageFaults,
+    bytes: u64,
+    released: AtomicBool,
+}
+
+impl Reserve for HarnessReserve {
+    fn release(&self) -> std::io::Result<bool> {
+        if self.released.swap(true, Ordering::SeqCst) {
+            return Ok(false);
+        }
+        self.faults
+            .state
+            .allowance
+            .fetch_add(self.bytes, Ordering::SeqCst);
+        Ok(true)
+    }
+
+    fn restore(&self) -> std::io::Result<()> {
+        if self.faults.fault() == Some(StorageFault::NoSpace) {
+            return Err(std::io::Error::from_raw_os_error(28));
+        }
+        self.faults.state.allowance.store(0, Ordering::SeqCst);
+        self.released.store(false, Ordering::SeqCst);
+        Ok(())
     }
 }
 
@@ -125,8 +179,10 @@ impl FaultyBackend {
         Self { inner, faults }
     }
 
+    /// Whether writing up to `end` needs space the full disk does not have.
     fn grows(&self, end: u64) -> Result<bool, std::io::Error> {
-        Ok(end > self.inner.len()?)
+        let len = self.inner.len()?;
+        Ok(end > len && !self.faults.take_allowance(end - len))
     }
 }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use redb::Database;
 
 use super::StoreError;
+use super::reserve::Reserve;
 
 /// Opens the database again (the same file, or the same backend).
 pub type Opener = Box<dyn Fn() -> Result<Database, StoreError> + Send + Sync>;
@@ -51,6 +52,7 @@ pub struct DbHandle {
     current: RwLock<Option<Arc<Database>>>,
     opener: Option<Opener>,
     health: Mutex<Health>,
+    reserve: Option<Box<dyn Reserve>>,
 }
 
 /// How long a reopen waits for reads still holding the old database.
@@ -64,6 +66,30 @@ impl DbHandle {
             current: RwLock::new(Some(Arc::new(db))),
             opener,
             health: Mutex::new(Health::Healthy),
+            reserve: None,
+        }
+    }
+
+    /// Holds `reserve` back for a full disk (see [`super::reserve`]).
+    pub fn with_reserve(mut self, reserve: Box<dyn Reserve>) -> Self {
+        self.reserve = Some(reserve);
+        self
+    }
+
+    /// Gives the reserve's space back; answers whether there was one to give.
+    pub(crate) fn release_reserve(&self) -> bool {
+        let Some(r) = &self.reserve else { return false };
+        r.release().unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot release the storage reserve");
+            false
+        })
+    }
+
+    /// Takes the reserve's space again: `Ok` once space has returned.
+    pub(crate) fn restore_reserve(&self) -> std::io::Result<()> {
+        match &self.reserve {
+            Some(r) => r.restore(),
+            None => Ok(()),
         }
     }
 

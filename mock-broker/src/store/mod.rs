@@ -8,6 +8,7 @@
 mod handle;
 pub mod keys;
 mod memory;
+pub mod reserve;
 pub mod records;
 pub mod stream_keys;
 mod tx;
@@ -48,6 +49,12 @@ pub enum StoreError {
         /// The configured cap.
         cap: u64,
     },
+    /// The disk is full and the reserve is spent: a command that adds data is
+    /// refused (HTTP 507) while those that only change or free rows go on.
+    #[error(
+        "the disk is full: commands that add data are refused until space returns; pops, acks and deletes go on"
+    )]
+    DiskFull,
 }
 
 impl StoreError {

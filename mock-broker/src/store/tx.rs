@@ -28,6 +28,8 @@ pub struct Tables<'t> {
     live_bytes: u64,
     /// Past this many live bytes, commands that add data are refused.
     cap: Option<u64>,
+    /// The disk is full: commands that add data are refused whatever the cap.
+    disk_full: bool,
 }
 
 impl<'t> Tables<'t> {
@@ -36,6 +38,7 @@ impl<'t> Tables<'t> {
         txn: &'t WriteTransaction,
         live_bytes: u64,
         cap: Option<u64>,
+        disk_full: bool,
     ) -> Result<Self, StoreError> {
         let mut tables = Vec::with_capacity(TABLE_COUNT);
         for def in TABLES {
@@ -45,6 +48,7 @@ impl<'t> Tables<'t> {
             tables,
             live_bytes,
             cap,
+            disk_full,
         })
     }
 
@@ -193,6 +197,9 @@ impl<'a, 't> Tx<'a, 't> {
     /// filling the disk. The check is made before the command writes: a batch can
     /// overshoot the cap by what its commands add, never more.
     pub fn ensure_room(&self) -> Result<(), StoreError> {
+        if self.tables.disk_full {
+            return Err(StoreError::DiskFull);
+        }
         match self.tables.cap {
             Some(cap) if self.tables.live_bytes >= cap => Err(StoreError::Full {
                 live_bytes: self.tables.live_bytes,
