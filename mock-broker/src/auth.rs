@@ -262,14 +262,18 @@ pub fn required_role(method: &str, path: &str) -> Option<Role> {
     let admin = method == "DELETE"
         && (path.starts_with("/api/v1/resources/queues/")
             || path.starts_with("/api/v1/consumer-groups/"));
-    // The stream runner's state reads are POSTs (their filters are bodies) that change
-    // nothing: a read-only token may make them.
+    // The stream runner's state reads, reads by offset and partition discovery are
+    // POSTs (their questions are bodies) that change nothing: a read-only token may
+    // make them.
     let read = method == "GET"
         || method == "HEAD"
         || (method == "POST"
             && matches!(
                 path,
-                "/streams/v1/state/get" | "/streams/v1/state/partitions"
+                "/streams/v1/state/get"
+                    | "/streams/v1/state/partitions"
+                    | "/api/v1/fetch"
+                    | "/api/v1/partitions/changed"
             ));
     Some(if admin {
         Role::Admin
