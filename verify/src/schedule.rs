@@ -594,9 +594,10 @@ impl FaultPlan {
     /// assert_eq!(plan.weight_of(FaultKind::LeaseExpiry), 1);
     /// ```
     pub fn only(kinds: impl IntoIterator<Item = FaultKind>) -> Self {
-        let mut plan = FaultPlan::default();
-        plan.weights = kinds.into_iter().map(|k| (k, 1)).collect();
-        plan
+        FaultPlan {
+            weights: kinds.into_iter().map(|k| (k, 1)).collect(),
+            ..FaultPlan::default()
+        }
     }
 
     /// Draws `kind` with relative weight `w` (0: never).
