@@ -28,6 +28,10 @@ use crate::run::{RunOutcome, Setup, Stop, WorkerFn, WorkerFuture, run_one};
 use crate::schedule::{FaultPlan, Schedule};
 
 /// The environment variable read by [`WorkerCheck::schedules_from_env`].
+///
+/// ```
+/// assert_eq!(queen_verify::SCHEDULES_VAR, "QUEEN_VERIFY_SCHEDULES");
+/// ```
 pub const SCHEDULES_VAR: &str = "QUEEN_VERIFY_SCHEDULES";
 
 /// A message pushed before the worker starts.
@@ -95,8 +99,19 @@ impl Input {
 
 /// What a worker closure may answer: `()` or a `Result` whose error prints (a
 /// [`queen_sdk::Summary`] in `Ok` is fine).
+///
+/// ```
+/// use queen_verify::WorkerResult;
+/// assert_eq!(().into_result(), Ok(()));
+/// assert_eq!(Err::<u8, _>("refused").into_result(), Err("refused".to_string()));
+/// ```
 pub trait WorkerResult: Send + 'static {
     /// The outcome, its error as text.
+    ///
+    /// ```
+    /// use queen_verify::WorkerResult;
+    /// assert_eq!(Ok::<_, String>(1).into_result(), Ok(()));
+    /// ```
     fn into_result(self) -> Result<(), String>;
 }
 

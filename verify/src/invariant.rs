@@ -40,26 +40,67 @@ pub struct State<'a> {
 
 impl<'a> State<'a> {
     /// Reads stored state directly: messages, cursors, KV rows, timers.
+    ///
+    /// ```
+    /// let reminders = queen_verify::Invariant::new("a reminder per input", |s| {
+    ///     let n = s.inspect().timers("reminders").map_err(|e| e.to_string())?.len();
+    ///     if n == s.inputs().len() { Ok(()) } else { Err(format!("{n} reminders")) }
+    /// });
+    /// # let _ = reminders;
+    /// ```
     pub fn inspect(&self) -> Inspector<'a> {
         self.broker.inspect()
     }
 
     /// The inputs pushed before the worker started, in order.
+    ///
+    /// ```
+    /// let queues = queen_verify::Invariant::new("inputs on orders", |s| {
+    ///     if s.inputs().iter().all(|i| i.queue == "orders") { Ok(()) } else { Err("elsewhere".into()) }
+    /// });
+    /// # let _ = queues;
+    /// ```
     pub fn inputs(&self) -> &'a [Input] {
         self.inputs
     }
 
     /// The consumer group the worker consumes the inputs as.
+    ///
+    /// ```
+    /// let cursor = queen_verify::Invariant::new("the group read the first partition", |s| {
+    ///     let c = s.inspect().cursor("orders", "Default", s.group()).map_err(|e| e.to_string())?;
+    ///     c.map(|_| ()).ok_or_else(|| format!("group {} never read it", s.group()))
+    /// });
+    /// # let _ = cursor;
+    /// ```
     pub fn group(&self) -> &'a str {
         self.group
     }
 
     /// The dead letters of the inputs' queues.
+    ///
+    /// ```
+    /// let few = queen_verify::Invariant::new("at most one dead letter", |s| {
+    ///     if s.dead_letters().len() <= 1 { Ok(()) } else { Err(format!("{}", s.dead_letters().len())) }
+    /// });
+    /// # let _ = few;
+    /// ```
     pub fn dead_letters(&self) -> &'a [DeadLetter] {
         self.dead
     }
 
     /// The broker's time (its manual clock), in microseconds since the epoch.
+    ///
+    /// ```
+    /// let live = queen_verify::Invariant::new("orders/o-1 has not expired", |s| {
+    ///     let row = s.inspect().kv("orders", "o-1").map_err(|e| e.to_string())?;
+    ///     match row.and_then(|r| r.expires_at) {
+    ///         Some(t) if t <= s.now_micros() => Err("expired".into()),
+    ///         _ => Ok(()),
+    ///     }
+    /// });
+    /// # let _ = live;
+    /// ```
     pub fn now_micros(&self) -> i64 {
         self.broker.clock().now_micros()
     }

@@ -28,6 +28,15 @@ impl fmt::Display for Violation {
 }
 
 /// A call the broker received from a worker during a run.
+///
+/// ```
+/// use queen_verify::{Fault, Route, TraceCall, TraceEntry};
+/// let call = TraceEntry::Call(TraceCall {
+///     broker_life: 0, replica: Some(1), method: "POST".into(), path: "/api/v1/transaction".into(),
+///     route: Route::Transaction, nth: 2, fault: Some(Fault::CommitThenDrop), status: Some(200),
+/// });
+/// assert!(call.to_string().ends_with("-> 200  <- commit-then-drop"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceCall {
     /// Which life of the broker took it (0, then 1 after the first restart...).
@@ -49,6 +58,12 @@ pub struct TraceCall {
 }
 
 /// Something the verifier did during a run.
+///
+/// ```
+/// use queen_verify::{Event, TraceEntry};
+/// let jump = TraceEntry::Event(Event::ClockJump { secs: 61, why: "idle".into() });
+/// assert_eq!(jump.to_string(), "-- clock +61 s: idle");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// The broker's clock moved forward.
@@ -78,6 +93,12 @@ pub enum Event {
 }
 
 /// One line of a run's trace: a call, or an act of the verifier, in order.
+///
+/// ```
+/// use queen_verify::{Event, TraceEntry};
+/// let restart = TraceEntry::Event(Event::WorkerRestart { replica: 0 });
+/// assert_eq!(restart.to_string(), "-- worker 0 cancelled and started again");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TraceEntry {
     /// A call from a worker.
@@ -122,6 +143,17 @@ impl fmt::Display for TraceEntry {
 ///
 /// Its `Display` is the report: the invariant and what was wrong, the seed, the
 /// minimal schedule and the one call that replays it, and the calls around each fault.
+///
+/// ```
+/// use queen_verify::{Counterexample, Violation};
+/// let c = Counterexample {
+///     seed: 7, case: 3, original: "pop#1:unavailable, transaction#1:lease-expiry".parse().unwrap(),
+///     schedule: "transaction#1:lease-expiry".parse().unwrap(), shrink_runs: 2,
+///     violation: Violation { invariant: "receipts once".into(), detail: "o-1 pushed 2 times".into() },
+///     trace: vec![],
+/// };
+/// assert!(c.to_string().contains("minimal schedule: transaction#1:lease-expiry"));
+/// ```
 #[derive(Debug, Clone)]
 pub struct Counterexample {
     /// The run's seed.
@@ -255,11 +287,21 @@ pub struct Verdict {
 
 impl Verdict {
     /// Whether every schedule passed.
+    ///
+    /// ```
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await });
+    /// assert!(check.replay_blocking(Default::default()).passed());
+    /// ```
     pub fn passed(&self) -> bool {
         self.counterexample.is_none()
     }
 
     /// Failing schedules found: 0 or 1 (a check stops at the first, then shrinks it).
+    ///
+    /// ```
+    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await });
+    /// assert_eq!(check.replay_blocking(Default::default()).violations(), 0);
+    /// ```
     pub fn violations(&self) -> usize {
         usize::from(self.counterexample.is_some())
     }

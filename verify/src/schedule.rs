@@ -45,6 +45,10 @@ pub enum Route {
 
 impl Route {
     /// Every route, in the order used for parsing and listing.
+    ///
+    /// ```
+    /// assert_eq!(queen_verify::Route::ALL[0], queen_verify::Route::Transaction);
+    /// ```
     pub const ALL: [Route; 7] = [
         Route::Transaction,
         Route::Pop,
@@ -138,6 +142,10 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, simplest first (shrinking moves towards the front).
+    ///
+    /// ```
+    /// assert_eq!(queen_verify::FaultKind::ALL[0], queen_verify::FaultKind::Delay);
+    /// ```
     pub const ALL: [FaultKind; 8] = [
         FaultKind::Delay,
         FaultKind::Overloaded,
