@@ -3,7 +3,13 @@
 # authority on Queen 2 behaviour outside transaction.md; see wire.md) against the
 # release broker of this workspace, so the files that pass keep passing.
 #
-# Usage: .ci/official-client.sh [TEST_FILE ...]   (default: the files that pass today)
+# Usage: .ci/official-client.sh [TEST_FILE ...]   (default: every file of live tests)
+#
+# One live test is skipped, on purpose: coverage's
+# `dead_lettering_needs_both_flags_off_to_be_off` pins Queen 2's
+# `deadLetterQueue OR dlqAfterMaxRetries`, while transaction.md (which wins on
+# transaction semantics, see wire.md) says a message is dropped with
+# `deadLetterQueue: false`; our conformance suite holds the broker to transaction.md.
 #
 # It fetches the published crate through cargo (crates.io), copies it out of the
 # registry, starts `queen-mock-broker` on a free port with a fresh data file, and runs
@@ -13,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 FILES=("$@")
 if [ ${#FILES[@]} -eq 0 ]; then
-  FILES=(core semantics locks kv_timers)
+  FILES=(core semantics locks kv_timers admin coverage reads streams)
 fi
 
 WORK="$PWD/target/official-client"
@@ -58,4 +64,5 @@ ARGS=()
 for f in "${FILES[@]}"; do ARGS+=(--test "$f"); done
 cd "$WORK/queen-mq"
 QUEEN_TEST_URL="http://127.0.0.1:$PORT" QUEEN_TEST_STRICT=1 \
-  CARGO_TARGET_DIR="$WORK/target" cargo test "${ARGS[@]}" --no-fail-fast
+  CARGO_TARGET_DIR="$WORK/target" cargo test "${ARGS[@]}" --no-fail-fast -- \
+  --skip dead_lettering_needs_both_flags_off_to_be_off
