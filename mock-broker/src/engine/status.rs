@@ -231,39 +231,31 @@ impl Activity {
         f: impl FnOnce(&mut Minute),
     ) {
         let minute = now.div_euclid(MICROS_PER_MINUTE);
+        // What this call adds is counted outside the lock, and so is the once-a-minute
+        // process sample (it reads /proc).
+        let mut add = Minute::default();
+        f(&mut add);
+        let sample = self
+            .with(|inner| !inner.samples.contains_key(&minute))
+            .then(sample);
         self.with(|inner| {
             inner.requests += 1;
-            if !inner.samples.contains_key(&minute) {
-                inner.samples.insert(minute, sample());
-                let oldest = minute - WINDOW_MINUTES;
-                inner.samples = inner.samples.split_off(&oldest);
+            if let Some(s) = sample
+                && let std::collections::btree_map::Entry::Vacant(e) = inner.samples.entry(minute)
+            {
+                e.insert(s);
+                inner.samples = inner.samples.split_off(&(minute - WINDOW_MINUTES));
             }
             let t = inner.tenants.entry(tenant.to_string()).or_default();
             if !t.minutes.contains_key(&minute) {
-                let oldest = minute - WINDOW_MINUTES;
-                t.minutes = t.minutes.split_off(&oldest);
+                t.minutes = t.minutes.split_off(&(minute - WINDOW_MINUTES));
             }
             let m = t.minutes.entry(minute).or_default();
-            let before = m.all;
-            f(m);
-            let mut delta = m.all;
-            // Totals follow the minute: add what this call added.
-            delta.push_requests -= before.push_requests;
-            delta.push_messages -= before.push_messages;
-            delta.duplicates -= before.duplicates;
-            delta.pop_requests -= before.pop_requests;
-            delta.pop_messages -= before.pop_messages;
-            delta.ack_requests -= before.ack_requests;
-            delta.ack_messages -= before.ack_messages;
-            delta.ack_success -= before.ack_success;
-            delta.ack_failed -= before.ack_failed;
-            delta.dlq -= before.dlq;
-            delta.lag = Lag {
-                count: m.all.lag.count - before.lag.count,
-                sum_ms: m.all.lag.sum_ms - before.lag.sum_ms,
-                max_ms: m.all.lag.max_ms,
-            };
-            t.totals.merge(&delta);
+            m.all.merge(&add.all);
+            for (q, qb) in &add.queues {
+                m.queues.entry(q.clone()).or_default().merge(qb);
+            }
+            t.totals.merge(&add.all);
         });
     }
 
