@@ -7,6 +7,7 @@
 //! | `order-worker` | the seed's step (ack, receipt, KV state, a `once` marker, a reminder timer) committed once, and a redelivery of the same event rolling back as `duplicate` and acked on its own; with `QUEEN_URL`, a long-lived worker on the SDK's runtime (`Client::worker`) that Ctrl-C drains |
 //! | `pipeline` | three stages (`ingest` -> `enrich` -> `publish`), each a `Client::worker`, handing work forward with ack + push; a lost answer in the middle stage is retried harmlessly and settled as already done |
 //! | `locks` | two workers contend for a lock; a guarded transaction commits while the lock is held and is refused (`Commit::Gated`) once it is lost |
+//! | `verify-worker` | the order worker under 500 seeded fault schedules with [`queen_verify::WorkerCheck`] (`0 violations`), then two broken workers caught, each with its minimal schedule; always on in-process brokers (`QUEEN_URL` is not read) |
 //!
 //! ```sh
 //! cargo run -p queen-examples --bin order-worker
