@@ -65,6 +65,27 @@
 //! or a killed worker leaves waits on a lease), and ends when the worker's group has
 //! acknowledged every input, or counts as a violation after [`WorkerCheck::run_timeout`].
 //!
+//! ## With proptest directly
+//!
+//! [`Schedule::strategy`] is a proptest strategy, and [`WorkerCheck::replay_blocking`]
+//! runs one schedule, so a check also fits your own runner (or a `proptest!` block):
+//!
+//! ```
+//! use proptest::prelude::*;
+//! use proptest::test_runner::{Config, TestRunner};
+//! use queen_verify::{FaultPlan, Schedule, WorkerCheck};
+//!
+//! let check = WorkerCheck::new(|_client, stop| async move { stop.await });
+//! let config = Config { cases: 2, failure_persistence: None, ..Config::default() };
+//! TestRunner::new(config)
+//!     .run(&Schedule::strategy(&FaultPlan::default()), |schedule| {
+//!         let verdict = check.replay_blocking(schedule);
+//!         prop_assert!(verdict.passed(), "{verdict}");
+//!         Ok(())
+//!     })
+//!     .unwrap();
+//! ```
+//!
 //! ## What is deterministic
 //!
 //! A seed fixes the schedules drawn ([`WorkerCheck::drawn`] lists them) and a schedule

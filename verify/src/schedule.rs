@@ -191,8 +191,12 @@ pub enum Fault {
     /// moment so another worker can take the message; then it is handled. A fenced
     /// step then rolls back (`rejected_ack`); an unfenced one applies.
     LeaseExpiry,
-    /// The call is handled, then the broker crashes and restarts on the same data file
-    /// and address before the next call: calls meanwhile find no broker.
+    /// The call is handled, then the broker goes down and starts again on the same
+    /// data file and address before it takes another call: calls meanwhile find no
+    /// broker (refused connections), long-polls end, leases and everything committed
+    /// survive. The harness stops it as its `shutdown` does (calls already inside finish
+    /// first), which is what a crash looks like to a worker of a broker that answers
+    /// only what is on disk; torn writes are the storage-fault tests' business.
     BrokerRestart,
     /// The call is applied, its answer is lost (the connection drops), and the worker
     /// replica that sent it is cancelled (whatever it was doing, its batch and leases
