@@ -342,6 +342,32 @@ async fn a_cycle_without_an_ack_moves_no_cursor_and_the_last_delete_forgets_the_
     assert_eq!(txns(&h.pop(&pop_group("")).await.unwrap()), ["m0"]);
 }
 
+#[tokio::test]
+async fn a_nacking_cycle_is_applied_as_a_plain_nack_would_be() {
+    let h = Harness::new().await;
+    let qid = query(&h).await;
+    let batch = pop_batch(&h, 2).await;
+    let nack = |batch: &Value, status: &str| {
+        let mut body = full_cycle(&qid, batch, json!([]), json!([]));
+        body["ack"]["transactionId"] = json!("m0");
+        body["ack"]["status"] = json!(status);
+        body["ack"]["count"] = json!(1);
+        body
+    };
+    let out = cycle(&h, nack(&batch, "retry")).await;
+    assert_eq!(out["success"], true, "{out}");
+    assert_eq!(out["ack_result"]["lease_released"], true);
+    assert_eq!(out["ack_result"]["dlq"], false);
+    let again = h.pop(&pop_group("")).await.expect("the batch comes back");
+    assert_eq!(txns(&again), ["m0", "m1"], "from the nacked message on");
+
+    let out = cycle(&h, nack(&again, "dlq")).await;
+    assert_eq!(out["ack_result"]["dlq"], true, "{out}");
+    let (_, dlq) = h.get("/api/v1/dlq?queue=src").await;
+    assert_eq!(dlq["total"], 1, "{dlq}");
+    assert_eq!(dlq["messages"][0]["transactionId"], "m0");
+}
+
 // -------------------------------------------------------------------- claim
 
 #[tokio::test]

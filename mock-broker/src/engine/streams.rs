@@ -572,7 +572,9 @@ fn apply_ack(
     let Some(txn) = &a.transaction_id else {
         // The empty batch of a claim: the cursor stays, the lease goes.
         let released = c.release_lease && consumers::release_lease(tx, tenant, pid, &mut rec)?;
-        consumers::save(tx, tenant, pid, &c.group, &rec);
+        if released {
+            consumers::save(tx, tenant, pid, &c.group, &rec);
+        }
         return Ok(Ok(CycleAckResult {
             count: a.count,
             lease_released: released,
@@ -781,9 +783,7 @@ fn claim_one(
     if consumers::live_lease(&rec, tx.now).is_some() {
         return Ok(ClaimStatus::Busy);
     }
-    let unread =
-        (rec.cursor..part.next_offset).any(|o| !rec.pending.get(&o).is_some_and(|s| s.done));
-    if unread {
+    if unread(tx, tenant, pid, &rec)? {
         return Ok(ClaimStatus::Backlog);
     }
     // A lapsed lease ends here, as at a pop.
@@ -798,6 +798,21 @@ fn claim_one(
     });
     consumers::save(tx, tenant, pid, group, &rec);
     Ok(ClaimStatus::Claimed)
+}
+
+/// Whether a message the group has not settled is stored at or after its cursor (a
+/// delayed one too: the group has not read it). Offsets retention removed are not
+/// messages that wait, so the log is scanned rather than the offsets counted.
+fn unread(tx: &Tx, tenant: &str, pid: u64, rec: &ConsumerRecord) -> Result<bool, StoreError> {
+    let prefix = Key::tenant(tenant).u64(pid).into_bytes();
+    let start = Key::tenant(tenant).u64(pid).u64(rec.cursor).into_bytes();
+    let mut found = false;
+    tx.scan(T::Messages, &start, &prefix, |k, _| {
+        let offset = KeyReader::new(&k[prefix.len()..]).u64();
+        found = offset.is_none_or(|o| !rec.pending.get(&o).is_some_and(|s| s.done));
+        Ok(!found)
+    })?;
+    Ok(found)
 }
 
 /// Reads a partition's state cells, in key order. `None`: the query is unknown.
