@@ -1,8 +1,10 @@
-//! Consumer groups: seek (releasing leases), forgetting a group, the DLQ listing.
+//! Consumer groups: seek (releasing leases), forgetting a group (on one queue or all),
+//! moving its subscription time, the list, detail and lagging reads, the DLQ listing.
 
 mod common;
 
 use common::{Harness, txns};
+use reqwest::StatusCode;
 use serde_json::json;
 
 #[tokio::test]
@@ -144,4 +146,214 @@ async fn the_dlq_listing_filters_and_pages() {
     let (_, none) = h.get("/api/v1/dlq?queue=q&consumerGroup=other").await;
     assert_eq!(none["total"], 0);
     assert_eq!(none["messages"], json!([]));
+}
+
+/// Pushes `n` messages to `queue`/`p` and has group `g` (mode all) pop and complete
+/// the first `acked` of them.
+async fn consume(h: &Harness, queue: &str, g: &str, n: usize, acked: usize) {
+    for i in 0..n {
+        h.push_one(queue, "p", &format!("{queue}-{i}"), json!(i))
+            .await;
+    }
+    let p = h
+        .pop(&format!(
+            "/api/v1/pop/queue/{queue}?consumerGroup={g}&subscriptionMode=all&batch={acked}"
+        ))
+        .await
+        .unwrap();
+    let msgs = p["messages"].as_array().unwrap();
+    h.ack_msg(&msgs[acked - 1], "completed").await;
+}
+
+#[tokio::test]
+async fn groups_are_listed_with_their_detail_per_queue_and_partition() {
+    let h = Harness::new().await;
+    consume(&h, "q", "g", 3, 2).await;
+    consume(&h, "r", "g", 1, 1).await;
+    h.advance(10);
+
+    let (s, list) = h.get("/api/v1/consumer-groups").await;
+    assert_eq!(s, 200, "{list}");
+    let rows = list
+        .as_array()
+        .unwrap_or_else(|| panic!("a bare array: {list}"));
+    let q = rows
+        .iter()
+        .find(|r| r["name"] == "g" && r["queueName"] == "q")
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(q["topics"], json!(["q"]));
+    assert_eq!(
+        (&q["members"], &q["partitionsWithLag"]),
+        (&json!(1), &json!(1))
+    );
+    assert_eq!((&q["totalLag"], &q["maxTimeLag"]), (&json!(1), &json!(10)));
+    assert_eq!(
+        (&q["state"], &q["subscriptionMode"]),
+        (&json!("Stable"), &json!("all"))
+    );
+
+    let (s, d) = h.get("/api/v1/consumer-groups/g").await;
+    assert_eq!(s, 200, "{d}");
+    let lane = &d["q"]["partitions"][0];
+    assert_eq!(lane["partition"], "p");
+    assert_eq!(
+        (&lane["totalConsumed"], &lane["offsetLag"]),
+        (&json!(2), &json!(1))
+    );
+    assert_eq!(lane["timeLagSeconds"], 10);
+    assert_eq!(
+        lane["leaseActive"], false,
+        "the batch is done: its lease went"
+    );
+    assert!(lane.get("workerId").is_some(), "{lane}");
+    assert_eq!(d["r"]["partitions"][0]["offsetLag"], 0);
+    let (_, none) = h.get("/api/v1/consumer-groups/nobody").await;
+    assert_eq!(none, json!({}));
+}
+
+#[tokio::test]
+async fn lagging_lists_partitions_whose_oldest_unread_message_is_old_enough() {
+    let h = Harness::new().await;
+    consume(&h, "q", "g", 2, 1).await;
+    consume(&h, "r", "g", 1, 1).await;
+    h.advance(120);
+    let (s, rows) = h
+        .get("/api/v1/consumer-groups/lagging?minLagSeconds=60")
+        .await;
+    assert_eq!(s, 200, "{rows}");
+    let rows = rows
+        .as_array()
+        .unwrap_or_else(|| panic!("a bare array: {rows}"));
+    assert_eq!(rows.len(), 1, "r is caught up: {rows:?}");
+    let row = &rows[0];
+    assert_eq!(
+        (&row["consumer_group"], &row["queue_name"]),
+        (&json!("g"), &json!("q"))
+    );
+    assert_eq!(
+        (&row["partition_name"], &row["offset_lag"]),
+        (&json!("p"), &json!(1))
+    );
+    assert_eq!(
+        (&row["time_lag_seconds"], &row["lag_hours"]),
+        (&json!(120), &json!(0.03))
+    );
+    assert!(row["partition_id"].is_string() && row["oldest_unconsumed_at"].is_string());
+    // The default threshold is an hour.
+    let (_, rows) = h.get("/api/v1/consumer-groups/lagging").await;
+    assert_eq!(rows, json!([]));
+    for q in ["minLagSeconds=soon", "minLagSeconds=-1"] {
+        let (s, r) = h.get(&format!("/api/v1/consumer-groups/lagging?{q}")).await;
+        assert_eq!(
+            (s, &r["code"]),
+            (StatusCode::BAD_REQUEST, &json!("bad_request"))
+        );
+    }
+}
+
+#[tokio::test]
+async fn moving_the_subscription_time_decides_where_unread_partitions_start() {
+    let h = Harness::new().await;
+    // The group subscribes (mode all) by reading partition a.
+    h.push_one("q", "a", "a0", json!(0)).await;
+    let p = h
+        .pop("/api/v1/pop/queue/q/partition/a?consumerGroup=g&subscriptionMode=all")
+        .await
+        .unwrap();
+    h.ack_msg(&p["messages"][0], "completed").await;
+    h.push_one("q", "b", "old", json!(1)).await;
+    h.advance(10);
+    let at = queen_mock_broker::clock::format_iso(queen_mock_broker::Clock::now_micros(&h.clock));
+    h.push_one("q", "b", "new", json!(2)).await;
+
+    let (s, r) = h
+        .post(
+            "/api/v1/consumer-groups/g/subscription",
+            json!({"subscriptionTimestamp": at}),
+        )
+        .await;
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(
+        r,
+        json!({"success": true, "consumerGroup": "g", "newTimestamp": at, "rowsUpdated": 1})
+    );
+    // Partition b was never read by g: it starts at the new time.
+    let p = h
+        .pop("/api/v1/pop/queue/q/partition/b?consumerGroup=g")
+        .await
+        .unwrap();
+    assert_eq!(txns(&p), ["new"]);
+
+    let (_, unknown) = h
+        .post(
+            "/api/v1/consumer-groups/nobody/subscription",
+            json!({"subscriptionTimestamp": at}),
+        )
+        .await;
+    assert_eq!(unknown["rowsUpdated"], 0, "an update, not a creation");
+    for body in [json!({}), json!({"subscriptionTimestamp": "soon"})] {
+        let (s, r) = h
+            .post("/api/v1/consumer-groups/g/subscription", body.clone())
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body} -> {r}");
+        assert_eq!(r["code"], "bad_request");
+    }
+}
+
+#[tokio::test]
+async fn deleting_a_group_on_one_queue_replays_that_queue_only() {
+    let h = Harness::new().await;
+    consume(&h, "q", "g", 2, 2).await;
+    consume(&h, "r", "g", 2, 2).await;
+    let (s, r) = h
+        .delete("/api/v1/consumer-groups/g/queues/q?deleteMetadata=true")
+        .await;
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(
+        r,
+        json!({"success": true, "consumerGroup": "g", "queueName": "q",
+               "deletedPartitions": 1, "metadataDeleted": true})
+    );
+    let again = h
+        .pop("/api/v1/pop/queue/q?consumerGroup=g&subscriptionMode=all&batch=10")
+        .await
+        .unwrap();
+    assert_eq!(txns(&again), ["q-0", "q-1"]);
+    assert!(
+        h.pop("/api/v1/pop/queue/r?consumerGroup=g&batch=10")
+            .await
+            .is_none(),
+        "r keeps its cursor"
+    );
+    let (_, none) = h.delete("/api/v1/consumer-groups/g/queues/ghost").await;
+    assert_eq!(none["deletedPartitions"], 0);
+}
+
+#[tokio::test]
+async fn deleting_a_group_everywhere_without_its_metadata_replays_from_its_subscription() {
+    let h = Harness::new().await;
+    h.push_one("q", "p", "before", json!(0)).await;
+    h.advance(1);
+    // Mode new: the group subscribes now, after "before".
+    assert!(h.pop("/api/v1/pop/queue/q?consumerGroup=g").await.is_none());
+    h.advance(1);
+    h.push_one("q", "p", "after", json!(1)).await;
+    let p = h.pop("/api/v1/pop/queue/q?consumerGroup=g").await.unwrap();
+    assert_eq!(txns(&p), ["after"]);
+    h.ack_msg(&p["messages"][0], "completed").await;
+
+    let (s, r) = h
+        .delete("/api/v1/consumer-groups/g?deleteMetadata=false")
+        .await;
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(
+        (&r["deletedPartitions"], &r["metadataDeleted"]),
+        (&json!(1), &json!(false))
+    );
+    // The subscription stayed: the replay starts at its time, not at the beginning.
+    let again = h
+        .pop("/api/v1/pop/queue/q?consumerGroup=g&subscriptionMode=all")
+        .await
+        .unwrap();
+    assert_eq!(txns(&again), ["after"]);
 }
