@@ -278,3 +278,41 @@ async fn every_figure_is_the_callers_tenants_own() {
     assert_eq!(detail.status(), 404);
     b.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_committed_transaction_counts_its_acks_and_pushes_and_a_rollback_nothing() {
+    let h = Harness::new().await;
+    h.push_one("in", "p", "a", json!(1)).await;
+    let p = h.pop("/api/v1/pop/queue/in").await.unwrap();
+    let m = &p["messages"][0];
+    let rolled = h
+        .txn_ok(json!({"operations": [
+            {"type": "ack", "transactionId": "nope", "partitionId": m["partitionId"], "leaseId": m["leaseId"]},
+            {"type": "push", "items": [{"queue": "out", "payload": 1}]}
+        ]}))
+        .await;
+    assert_eq!(rolled["success"], false, "{rolled}");
+    let done = h
+        .txn_ok(json!({"operations": [
+            {"type": "ack", "transactionId": "a", "partitionId": m["partitionId"], "leaseId": m["leaseId"]},
+            {"type": "push", "items": [{"queue": "out", "payload": 1}, {"queue": "out", "payload": 2}]}
+        ]}))
+        .await;
+    assert_eq!(done["success"], true, "{done}");
+    let (_, w) = h.get("/api/v1/analytics/worker-metrics?queue=out").await;
+    let s = &w["summary"];
+    // One plain push and one pop of `in`, then the transaction's two pushes and one ack.
+    assert_eq!(
+        (
+            s["totalPushMessages"].clone(),
+            s["totalAckMessages"].clone(),
+            s["totalPushRequests"].clone()
+        ),
+        (json!(3), json!(1), json!(2)),
+        "{w}"
+    );
+    assert_eq!(
+        w["queues"],
+        json!([{"queueName": "out", "pushCount": 2, "popCount": 0, "avgLagMs": 0.0, "maxLagMs": 0}])
+    );
+}

@@ -374,7 +374,7 @@ impl Engine {
         let t = Arc::new(t);
         let deadline = tokio::time::Instant::now() + TRANSACTION_DEADLINE;
         loop {
-            let (tenant, t, rid, tid) = (
+            let (who, call, rid, tid) = (
                 tenant.to_string(),
                 t.clone(),
                 request_id.clone(),
@@ -387,10 +387,10 @@ impl Engine {
                     if let Some(answer) = requests::recorded(tx, &rid)? {
                         return Ok(answer);
                     }
-                    if t.adds_data() {
+                    if call.adds_data() {
                         tx.ensure_room()?;
                     }
-                    let answer = txn::run(tx, &tenant, &t, &tid)?;
+                    let answer = txn::run(tx, &who, &call, &tid)?;
                     requests::record(tx, &rid, &answer);
                     Ok(answer)
                 })
@@ -400,7 +400,12 @@ impl Engine {
                     tracing::warn!(error = %e, request = %request_id, "transaction commit failed; retrying under the same request id");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                other => return other,
+                other => {
+                    if let Ok(done) = &other {
+                        self.note_txn(tenant, &t, done);
+                    }
+                    return other;
+                }
             }
         }
     }

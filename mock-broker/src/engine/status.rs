@@ -24,6 +24,7 @@ use super::ack::{Ack, AckOutcome};
 use super::pop::PopOutcome;
 use super::push::Appended;
 use super::resources::{self, Counts, QueueStats};
+use super::txn::{StepResult, Transaction, TxnOp, TxnOutcome};
 use crate::clock::Micros;
 use crate::error::EngineError;
 use crate::store::keys::Key;
@@ -612,6 +613,57 @@ impl Engine {
                         m.all.ack_success += 1;
                     }
                     m.all.dlq += u64::from(o.dlq);
+                }
+            },
+        );
+    }
+
+    /// Counts a committed transaction's acks and pushes (one call of each kind it
+    /// holds); a rolled-back one did nothing and counts nothing.
+    pub(crate) fn note_txn(&self, tenant: &str, t: &Transaction, out: &TxnOutcome) {
+        let TxnOutcome::Committed { results, .. } = out else {
+            return;
+        };
+        let now = self.clock().now_micros();
+        let statuses = t.ops.iter().filter_map(|op| match op {
+            TxnOp::Ack(a) => Some(a.status),
+            TxnOp::Push(_) => None,
+        });
+        let acked = results.iter().filter_map(|r| match r {
+            StepResult::Ack { dlq, .. } => Some(*dlq),
+            _ => None,
+        });
+        let acks: Vec<(AckMark, bool)> = statuses.zip(acked).collect();
+        self.shared.activity.record(
+            tenant,
+            now,
+            || self.sample(),
+            |m| {
+                let mut pushed = false;
+                for r in results {
+                    if let StepResult::Push {
+                        queue, duplicate, ..
+                    } = r
+                    {
+                        pushed = true;
+                        if *duplicate {
+                            m.all.duplicates += 1;
+                        } else {
+                            m.all.push_messages += 1;
+                            m.queues.entry(queue.clone()).or_default().pushed += 1;
+                        }
+                    }
+                }
+                m.all.push_requests += u64::from(pushed);
+                m.all.ack_requests += u64::from(!acks.is_empty());
+                for (status, dlq) in &acks {
+                    m.all.ack_messages += 1;
+                    if matches!(status, AckMark::Failed | AckMark::Retry) {
+                        m.all.ack_failed += 1;
+                    } else {
+                        m.all.ack_success += 1;
+                    }
+                    m.all.dlq += u64::from(*dlq);
                 }
             },
         );
