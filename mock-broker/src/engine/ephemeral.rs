@@ -20,8 +20,13 @@
 //!   every queue of the engine shares one byte budget (503 `ephemeral_unavailable`).
 //!
 //! The state belongs to the [`Engine`] instance ([`Rings`]), never to a global: two
-//! brokers in one process share nothing. A declared queue's options live as long as
-//! the engine (this broker does not persist declarations; see the README).
+//! brokers in one process share nothing.
+//!
+//! One difference from Queen 2, on purpose for now: Queen 2 keeps a *declared*
+//! queue's options in its replicated log, so the queue comes back after a restart
+//! declared and empty. Here a declaration lives as long as the engine, like the
+//! contents; after a restart a queue comes back implicitly, with the defaults, at its
+//! first push or pop.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
