@@ -7,7 +7,8 @@ use super::consumers::{self, StartAt};
 use super::queues::{Settings, get_queue, partition_key};
 use crate::store::keys::Key;
 use crate::store::records::{
-    AckMark, ConsumerRecord, DlqRecord, MessageRecord, PartitionRecord, PartitionRef, TxnRef,
+    AckMark, ConsumerRecord, DlqRecord, MessageRecord, PartitionRecord, PartitionRef, QueueOptions,
+    TxnRef,
 };
 use crate::store::{StoreError, T, Tx};
 
@@ -219,7 +220,7 @@ pub fn ack(
 
     let settings = get_queue(tx, tenant, &pref.queue)?
         .map(|q| Settings::of(&q.options))
-        .unwrap_or_else(|| Settings::of(&Default::default()));
+        .unwrap_or_else(|| Settings::of(&QueueOptions::default()));
     let limit = call.limit(pid, &a.group);
     let mut out = AckOutcome {
         success: true,

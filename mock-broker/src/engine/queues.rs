@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::error::EngineError;
 use crate::store::keys::{Key, KeyReader};
-use crate::store::records::{PartitionRecord, PartitionRef, QueueRecord};
+use crate::store::records::{PartitionRecord, PartitionRef, QueueOptions, QueueRecord};
 use crate::store::{StoreError, T, Tx, View};
 
 /// Largest queue or partition name, in bytes: the key budget (ours, `wire.md` section 1).
@@ -28,42 +28,31 @@ enum Kind {
     Clamped(i64, i64),
 }
 
-/// One option: its wire name, default and type.
-type OptionSpec = (&'static str, fn() -> Value, Kind);
-
-/// Every queue option. Options the broker gives no behaviour are stored and echoed
-/// with their defaults.
-const OPTIONS: &[OptionSpec] = &[
-    ("leaseTime", || Value::from(300), Kind::Int(1)),
-    ("retryLimit", || Value::from(3), Kind::Int(0)),
-    ("deadLetterQueue", || Value::from(true), Kind::Bool),
-    ("delayedProcessing", || Value::from(0), Kind::Int(0)),
-    ("dedupWindowSeconds", || Value::from(3600), Kind::Int(0)),
-    ("retentionSeconds", || Value::from(0), Kind::Int(0)),
-    ("priority", || Value::from(0), Kind::Int(i32::MIN as i64)),
-    ("retryDelay", || Value::from(0), Kind::Int(0)),
-    ("maxSize", || Value::from(0), Kind::Int(0)),
-    ("ttl", || Value::from(0), Kind::Int(0)),
-    ("dlqAfterMaxRetries", || Value::from(false), Kind::Bool),
-    ("windowBuffer", || Value::from(0), Kind::Int(0)),
-    ("completedRetentionSeconds", || Value::from(0), Kind::Int(0)),
-    ("retentionEnabled", || Value::from(false), Kind::Bool),
-    ("encryptionEnabled", || Value::from(false), Kind::Bool),
-    ("maxWaitTimeSeconds", || Value::from(0), Kind::Int(0)),
-    (
-        "minPopWaitTime",
-        || Value::from(0),
-        Kind::Clamped(0, 60_000),
-    ),
-    ("retentionSinkHold", || Value::Null, Kind::Str),
-    (
-        "retentionSinkHoldMaxSeconds",
-        || Value::from(0),
-        Kind::Int(0),
-    ),
+/// Every queue option's wire name and the values it takes; the values themselves, and
+/// their defaults, are [`QueueOptions`]'s fields.
+const OPTIONS: &[(&str, Kind)] = &[
+    ("leaseTime", Kind::Int(1)),
+    ("retryLimit", Kind::Int(0)),
+    ("deadLetterQueue", Kind::Bool),
+    ("delayedProcessing", Kind::Int(0)),
+    ("dedupWindowSeconds", Kind::Int(0)),
+    ("retentionSeconds", Kind::Int(0)),
+    ("priority", Kind::Int(i32::MIN as i64)),
+    ("retryDelay", Kind::Int(0)),
+    ("maxSize", Kind::Int(0)),
+    ("ttl", Kind::Int(0)),
+    ("dlqAfterMaxRetries", Kind::Bool),
+    ("windowBuffer", Kind::Int(0)),
+    ("completedRetentionSeconds", Kind::Int(0)),
+    ("retentionEnabled", Kind::Bool),
+    ("encryptionEnabled", Kind::Bool),
+    ("maxWaitTimeSeconds", Kind::Int(0)),
+    ("minPopWaitTime", Kind::Clamped(0, 60_000)),
+    ("retentionSinkHold", Kind::Str),
+    ("retentionSinkHoldMaxSeconds", Kind::Int(0)),
 ];
 
-/// The options the engine acts on, read from a queue's record.
+/// The options the delivery rules act on, copied out of a queue's options.
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
     /// Seconds a popped batch stays leased.
@@ -79,28 +68,16 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Reads the settings from stored options, falling back to defaults.
-    pub fn of(options: &Map<String, Value>) -> Self {
-        let int = |k: &str, d: i64| options.get(k).and_then(Value::as_i64).unwrap_or(d);
+    /// The settings of `options`.
+    pub fn of(options: &QueueOptions) -> Self {
         Settings {
-            lease_time: int("leaseTime", 300),
-            retry_limit: int("retryLimit", 3),
-            dead_letter_queue: options
-                .get("deadLetterQueue")
-                .and_then(Value::as_bool)
-                .unwrap_or(true),
-            delayed_processing: int("delayedProcessing", 0),
-            dedup_window_seconds: int("dedupWindowSeconds", 3600),
+            lease_time: options.lease_time,
+            retry_limit: options.retry_limit,
+            dead_letter_queue: options.dead_letter_queue,
+            delayed_processing: options.delayed_processing,
+            dedup_window_seconds: options.dedup_window_seconds,
         }
     }
-}
-
-/// Every option at its default.
-pub fn default_options() -> Map<String, Value> {
-    OPTIONS
-        .iter()
-        .map(|(k, d, _)| (k.to_string(), d()))
-        .collect()
 }
 
 /// Checks a queue or partition name: present, within the key budget.
@@ -135,7 +112,7 @@ pub struct Configure {
 /// Validates option values before anything is written.
 pub fn validate_options(options: &Map<String, Value>) -> Result<(), EngineError> {
     for (name, value) in options {
-        let Some((_, _, kind)) = OPTIONS.iter().find(|(k, _, _)| k == name) else {
+        let Some((_, kind)) = OPTIONS.iter().find(|(k, _)| k == name) else {
             continue; // unknown options are ignored, as decoders ignore unknown keys
         };
         if value.is_null() {
@@ -174,17 +151,10 @@ pub fn configure(tx: &mut Tx, tenant: &str, req: Configure) -> Result<QueueRecor
         None => new_queue(&req.queue, tx.now),
     };
     if req.replace {
-        rec.options = default_options();
+        rec.options = QueueOptions::default();
     }
-    for (name, value) in req.options {
-        if let Some((_, default, kind)) = OPTIONS.iter().find(|(k, _, _)| *k == name) {
-            let v = match (kind, value.as_i64()) {
-                _ if value.is_null() => default(),
-                (Kind::Clamped(lo, hi), Some(n)) => Value::from(n.clamp(*lo, *hi)),
-                _ => value,
-            };
-            rec.options.insert(name, v);
-        }
+    if !req.options.is_empty() {
+        rec.options = merged(&rec.options, req.options)?;
     }
     if let Some(ns) = req.namespace {
         rec.namespace = ns;
@@ -200,12 +170,36 @@ pub fn configure(tx: &mut Tx, tenant: &str, req: Configure) -> Result<QueueRecor
     Ok(rec)
 }
 
+/// `current` with the (validated) options of `patch` set: a null sets an option's
+/// default, a clamped option is clamped, unknown names are ignored. The patch is the
+/// JSON object a client sent, so the merge is made on the options' JSON form.
+fn merged(current: &QueueOptions, patch: Map<String, Value>) -> Result<QueueOptions, EngineError> {
+    let json = |o: &QueueOptions| match serde_json::to_value(o) {
+        Ok(Value::Object(m)) => m,
+        _ => unreachable!("options render as a JSON object"),
+    };
+    let (mut all, defaults) = (json(current), json(&QueueOptions::default()));
+    for (name, value) in patch {
+        let Some((_, kind)) = OPTIONS.iter().find(|(k, _)| *k == name) else {
+            continue;
+        };
+        let v = match (kind, value.as_i64()) {
+            _ if value.is_null() => defaults.get(&name).cloned().unwrap_or(Value::Null),
+            (Kind::Clamped(lo, hi), Some(n)) => Value::from(n.clamp(*lo, *hi)),
+            _ => value,
+        };
+        all.insert(name, v);
+    }
+    serde_json::from_value(Value::Object(all))
+        .map_err(|e| EngineError::bad(format!("options: {e}")))
+}
+
 fn new_queue(name: &str, now: i64) -> QueueRecord {
     let (namespace, task) = derived_namespace_task(name);
     QueueRecord {
         namespace,
         task,
-        options: default_options(),
+        options: QueueOptions::default(),
         created_at: now,
     }
 }

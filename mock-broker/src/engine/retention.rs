@@ -16,8 +16,6 @@
 //! again. Sweeps run through the writer like every other write, in bounded steps, so a
 //! large backlog is worked off over several sweeps instead of stalling other commands.
 
-use serde_json::Value;
-
 use super::queues::list_partitions;
 use crate::store::keys::{Key, KeyReader};
 use crate::store::records::{self, MessageRecord, QueueRecord, TxnRef};
@@ -38,13 +36,12 @@ struct Policy {
 impl Policy {
     fn of(q: &QueueRecord) -> Option<Policy> {
         let o = &q.options;
-        if o.get("retentionEnabled").and_then(Value::as_bool) != Some(true) {
+        if !o.retention_enabled {
             return None;
         }
-        let secs = |k: &str| o.get(k).and_then(Value::as_i64).unwrap_or(0).max(0);
         let p = Policy {
-            max_age: secs("retentionSeconds"),
-            completed_max_age: secs("completedRetentionSeconds"),
+            max_age: o.retention_seconds.max(0),
+            completed_max_age: o.completed_retention_seconds.max(0),
         };
         (p.max_age > 0 || p.completed_max_age > 0).then_some(p)
     }

@@ -11,7 +11,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 
 use super::Caller;
 use super::error::ApiError;
@@ -23,6 +22,7 @@ use crate::engine::resources::{
     busiest_partitions, groupings,
 };
 use crate::engine::status::Filter;
+use crate::store::records::QueueOptions;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -144,7 +144,7 @@ struct QueueDetailBody<'a> {
     namespace: Option<&'a str>,
     task: Option<&'a str>,
     created_at: String,
-    config: &'a Map<String, Value>,
+    config: &'a QueueOptions,
     totals: CountsBody,
     segments: SegmentsBody,
     retained_bytes: u64,
@@ -231,7 +231,7 @@ struct MessageBody<'a> {
     created_at: String,
     /// The most `failed` acks any group gave it.
     retry_count: u32,
-    queue_config: &'a Map<String, Value>,
+    queue_config: &'a QueueOptions,
     consumer_groups: Vec<GroupBody<'a>>,
 }
 

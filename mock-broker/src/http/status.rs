@@ -296,7 +296,7 @@ pub async fn status_queue(
             name,
             namespace: record.namespace.as_deref(),
             task: record.task.as_deref(),
-            priority: record.options.get("priority"),
+            priority: record.options.priority,
             created_at: format_iso(record.created_at),
             config: &record.options,
         },

@@ -56,10 +56,83 @@ pub struct QueueRecord {
     pub namespace: Option<String>,
     /// The queue's task, for discovery pops.
     pub task: Option<String>,
-    /// Every option with its current value (see `engine::queues::OPTIONS`).
-    pub options: serde_json::Map<String, serde_json::Value>,
+    /// Every option with its current value.
+    pub options: QueueOptions,
     /// When the queue was created.
     pub created_at: Micros,
+}
+
+/// Every option of a queue, with its current value. Stored as JSON under the wire names
+/// (camelCase), so a record written when options were a free map reads back the same;
+/// an option a record lacks takes its default. Options the broker gives no behaviour
+/// (`priority`, `ttl`, ...) are kept and echoed, as Queen 2 does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct QueueOptions {
+    /// Seconds a popped batch stays leased.
+    pub lease_time: i64,
+    /// `failed` acks a message may take and still be redelivered.
+    pub retry_limit: i64,
+    /// Dead-letter (true) or drop (false) an exhausted or `dlq` message.
+    pub dead_letter_queue: bool,
+    /// Seconds a new message stays invisible.
+    pub delayed_processing: i64,
+    /// Seconds a `(partition, transactionId)` is remembered; 0 turns dedup off.
+    pub dedup_window_seconds: i64,
+    /// Retention: delete messages older than this many seconds (0: off).
+    pub retention_seconds: i64,
+    /// Kept and echoed.
+    pub priority: i64,
+    /// Kept and echoed.
+    pub retry_delay: i64,
+    /// Kept and echoed.
+    pub max_size: i64,
+    /// Kept and echoed.
+    pub ttl: i64,
+    /// Kept and echoed.
+    pub dlq_after_max_retries: bool,
+    /// Kept and echoed.
+    pub window_buffer: i64,
+    /// Retention: delete completed messages older than this many seconds (0: off).
+    pub completed_retention_seconds: i64,
+    /// Retention applies only when true.
+    pub retention_enabled: bool,
+    /// Kept and echoed.
+    pub encryption_enabled: bool,
+    /// Kept and echoed.
+    pub max_wait_time_seconds: i64,
+    /// Kept and echoed, clamped into `0..=60000`.
+    pub min_pop_wait_time: i64,
+    /// Kept and echoed.
+    pub retention_sink_hold: Option<String>,
+    /// Kept and echoed.
+    pub retention_sink_hold_max_seconds: i64,
+}
+
+impl Default for QueueOptions {
+    fn default() -> Self {
+        Self {
+            lease_time: 300,
+            retry_limit: 3,
+            dead_letter_queue: true,
+            delayed_processing: 0,
+            dedup_window_seconds: 3600,
+            retention_seconds: 0,
+            priority: 0,
+            retry_delay: 0,
+            max_size: 0,
+            ttl: 0,
+            dlq_after_max_retries: false,
+            window_buffer: 0,
+            completed_retention_seconds: 0,
+            retention_enabled: false,
+            encryption_enabled: false,
+            max_wait_time_seconds: 0,
+            min_pop_wait_time: 0,
+            retention_sink_hold: None,
+            retention_sink_hold_max_seconds: 0,
+        }
+    }
 }
 
 /// A partition of a queue: its broker-wide id and the next offset of its log.
@@ -211,6 +284,22 @@ pub struct DlqRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_queue_record_written_with_an_options_map_reads_back_typed() {
+        // As written when options were a free JSON map: wire names, some options
+        // absent (added later), and one the broker does not know.
+        let old = br#"{"namespace":"billing","task":null,"options":{"leaseTime":30,"deadLetterQueue":false,"retentionSinkHold":null,"somethingElse":1},"created_at":5}"#;
+        let mut bytes = vec![FORMAT_JSON];
+        bytes.extend_from_slice(old);
+        let q: QueueRecord = decode(&bytes).unwrap();
+        assert_eq!(q.namespace.as_deref(), Some("billing"));
+        assert_eq!(q.options.lease_time, 30);
+        assert!(!q.options.dead_letter_queue);
+        assert_eq!(q.options.retry_limit, 3, "an absent option takes its default");
+        let again: QueueRecord = decode(&encode(&q)).unwrap();
+        assert_eq!(again.options, q.options);
+    }
 
     #[test]
     fn both_formats_decode_so_older_files_still_open() {

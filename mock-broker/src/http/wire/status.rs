@@ -412,11 +412,11 @@ pub struct DetailQueue<'a> {
     /// Its task.
     pub task: Option<&'a str>,
     /// Its `priority` option.
-    pub priority: Option<&'a serde_json::Value>,
+    pub priority: i64,
     /// When created.
     pub created_at: String,
     /// Every option with its value.
-    pub config: &'a serde_json::Map<String, serde_json::Value>,
+    pub config: &'a crate::store::records::QueueOptions,
 }
 
 /// Totals of the queue detail: nested under `messages` and flat.
