@@ -3,11 +3,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
-
 use crate::error::EngineError;
 use crate::store::keys::{Key, KeyReader};
-use crate::store::records::{PartitionRecord, PartitionRef, QueueOptions, QueueRecord};
+use crate::store::records::{
+    OptionsPatch, PartitionRecord, PartitionRef, QueueOptions, QueueRecord,
+};
 use crate::store::{StoreError, T, Tx, View};
 
 /// Largest queue or partition name, in bytes: the key budget (ours, `wire.md` section 1).
@@ -16,41 +16,10 @@ pub const MAX_NAME_BYTES: usize = 1024;
 /// The partition a push without one goes to.
 pub const DEFAULT_PARTITION: &str = "Default";
 
-#[derive(Clone, Copy)]
-enum Kind {
-    /// An integer of at least the given value that fits in an i32.
-    Int(i64),
-    Bool,
-    /// A string or null.
-    Str,
-    /// An integer stored clamped into `min..=max` (the official client's
-    /// `minPopWaitTime` test: a Queen 2 broker stores 90000 as 60000 and -5 as 0).
-    Clamped(i64, i64),
-}
-
-/// Every queue option's wire name and the values it takes; the values themselves, and
-/// their defaults, are [`QueueOptions`]'s fields.
-const OPTIONS: &[(&str, Kind)] = &[
-    ("leaseTime", Kind::Int(1)),
-    ("retryLimit", Kind::Int(0)),
-    ("deadLetterQueue", Kind::Bool),
-    ("delayedProcessing", Kind::Int(0)),
-    ("dedupWindowSeconds", Kind::Int(0)),
-    ("retentionSeconds", Kind::Int(0)),
-    ("priority", Kind::Int(i32::MIN as i64)),
-    ("retryDelay", Kind::Int(0)),
-    ("maxSize", Kind::Int(0)),
-    ("ttl", Kind::Int(0)),
-    ("dlqAfterMaxRetries", Kind::Bool),
-    ("windowBuffer", Kind::Int(0)),
-    ("completedRetentionSeconds", Kind::Int(0)),
-    ("retentionEnabled", Kind::Bool),
-    ("encryptionEnabled", Kind::Bool),
-    ("maxWaitTimeSeconds", Kind::Int(0)),
-    ("minPopWaitTime", Kind::Clamped(0, 60_000)),
-    ("retentionSinkHold", Kind::Str),
-    ("retentionSinkHoldMaxSeconds", Kind::Int(0)),
-];
+/// The range a client may set `minPopWaitTime` in; values outside are stored clamped
+/// into it (the official client's test: a Queen 2 broker stores 90000 as 60000 and -5
+/// as 0).
+pub const MIN_POP_WAIT_RANGE: (i64, i64) = (0, 60_000);
 
 /// The options the delivery rules act on, copied out of a queue's options.
 #[derive(Debug, Clone, Copy)]
@@ -103,48 +72,15 @@ pub struct Configure {
     pub namespace: Option<Option<String>>,
     /// `Some(None)`: reset; `None`: keep.
     pub task: Option<Option<String>>,
-    /// The options sent, as given (null resets one).
-    pub options: Map<String, Value>,
+    /// The options sent.
+    pub options: OptionsPatch,
     /// `mode: "replace"`: options not sent go back to their defaults.
     pub replace: bool,
-}
-
-/// Validates option values before anything is written.
-pub fn validate_options(options: &Map<String, Value>) -> Result<(), EngineError> {
-    for (name, value) in options {
-        let Some((_, kind)) = OPTIONS.iter().find(|(k, _)| k == name) else {
-            continue; // unknown options are ignored, as decoders ignore unknown keys
-        };
-        if value.is_null() {
-            continue;
-        }
-        let ok = match kind {
-            Kind::Int(min) => value
-                .as_i64()
-                .is_some_and(|v| v >= *min && v <= i32::MAX as i64),
-            Kind::Bool => value.is_boolean(),
-            Kind::Str => value.is_string(),
-            Kind::Clamped(..) => value.as_i64().is_some(),
-        };
-        if !ok {
-            let want = match kind {
-                Kind::Int(min) => format!("an integer from {min} to {}", i32::MAX),
-                Kind::Clamped(..) => "an integer".into(),
-                Kind::Bool => "a boolean".into(),
-                Kind::Str => "a string".into(),
-            };
-            return Err(EngineError::bad(format!(
-                "options.{name} must be {want}, got {value}"
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// Creates or updates a queue, merging options; returns the stored record.
 pub fn configure(tx: &mut Tx, tenant: &str, req: Configure) -> Result<QueueRecord, EngineError> {
     check_name("queue", &req.queue)?;
-    validate_options(&req.options)?;
     let key = Key::tenant(tenant).str(&req.queue).into_bytes();
     let mut rec = match tx.get::<QueueRecord>(T::Queues, &key)? {
         Some(r) => r,
@@ -153,9 +89,9 @@ pub fn configure(tx: &mut Tx, tenant: &str, req: Configure) -> Result<QueueRecor
     if req.replace {
         rec.options = QueueOptions::default();
     }
-    if !req.options.is_empty() {
-        rec.options = merged(&rec.options, req.options)?;
-    }
+    rec.options.apply(req.options);
+    let (lo, hi) = MIN_POP_WAIT_RANGE;
+    rec.options.min_pop_wait_time = rec.options.min_pop_wait_time.clamp(lo, hi);
     if let Some(ns) = req.namespace {
         rec.namespace = ns;
     } else if req.replace {
@@ -168,30 +104,6 @@ pub fn configure(tx: &mut Tx, tenant: &str, req: Configure) -> Result<QueueRecor
     }
     tx.put(T::Queues, key, &rec);
     Ok(rec)
-}
-
-/// `current` with the (validated) options of `patch` set: a null sets an option's
-/// default, a clamped option is clamped, unknown names are ignored. The patch is the
-/// JSON object a client sent, so the merge is made on the options' JSON form.
-fn merged(current: &QueueOptions, patch: Map<String, Value>) -> Result<QueueOptions, EngineError> {
-    let json = |o: &QueueOptions| match serde_json::to_value(o) {
-        Ok(Value::Object(m)) => m,
-        _ => unreachable!("options render as a JSON object"),
-    };
-    let (mut all, defaults) = (json(current), json(&QueueOptions::default()));
-    for (name, value) in patch {
-        let Some((_, kind)) = OPTIONS.iter().find(|(k, _)| *k == name) else {
-            continue;
-        };
-        let v = match (kind, value.as_i64()) {
-            _ if value.is_null() => defaults.get(&name).cloned().unwrap_or(Value::Null),
-            (Kind::Clamped(lo, hi), Some(n)) => Value::from(n.clamp(*lo, *hi)),
-            _ => value,
-        };
-        all.insert(name, v);
-    }
-    serde_json::from_value(Value::Object(all))
-        .map_err(|e| EngineError::bad(format!("options: {e}")))
 }
 
 fn new_queue(name: &str, now: i64) -> QueueRecord {

@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use super::Caller;
 use super::error::ApiError;
 use super::extract::{Json, PathParams};
+use super::wire::queues::options_patch;
 use crate::engine::queues::Configure;
 use crate::store::Health;
 use axum::extract::State;
@@ -65,7 +66,7 @@ pub async fn configure(
         queue: queue.clone(),
         namespace: body.namespace.or(inner_ns).map(Some),
         task: body.task.or(inner_task).map(Some),
-        options,
+        options: options_patch(options).map_err(ApiError::bad_request)?,
         replace,
     };
     let rec = s.engine.configure(s.tenant(), req).await?;

@@ -135,6 +135,68 @@ impl Default for QueueOptions {
     }
 }
 
+/// The options a configure call sets, each `Some` with its new value (a client's null,
+/// "back to the default", arrives here as the default's value). Deserialized from the
+/// call's checked `options` object by `http::wire::queues`; unknown names are ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+#[allow(missing_docs)] // one field per option of [`QueueOptions`], same name and meaning
+pub struct OptionsPatch {
+    pub lease_time: Option<i64>,
+    pub retry_limit: Option<i64>,
+    pub dead_letter_queue: Option<bool>,
+    pub delayed_processing: Option<i64>,
+    pub dedup_window_seconds: Option<i64>,
+    pub retention_seconds: Option<i64>,
+    pub priority: Option<i64>,
+    pub retry_delay: Option<i64>,
+    pub max_size: Option<i64>,
+    pub ttl: Option<i64>,
+    pub dlq_after_max_retries: Option<bool>,
+    pub window_buffer: Option<i64>,
+    pub completed_retention_seconds: Option<i64>,
+    pub retention_enabled: Option<bool>,
+    pub encryption_enabled: Option<bool>,
+    pub max_wait_time_seconds: Option<i64>,
+    pub min_pop_wait_time: Option<i64>,
+    pub retention_sink_hold: Option<Option<String>>,
+    pub retention_sink_hold_max_seconds: Option<i64>,
+}
+
+impl QueueOptions {
+    /// Sets every option the patch carries.
+    pub fn apply(&mut self, p: OptionsPatch) {
+        macro_rules! set {
+            ($($field:ident),*) => {$(
+                if let Some(v) = p.$field {
+                    self.$field = v;
+                }
+            )*};
+        }
+        set!(
+            lease_time,
+            retry_limit,
+            dead_letter_queue,
+            delayed_processing,
+            dedup_window_seconds,
+            retention_seconds,
+            priority,
+            retry_delay,
+            max_size,
+            ttl,
+            dlq_after_max_retries,
+            window_buffer,
+            completed_retention_seconds,
+            retention_enabled,
+            encryption_enabled,
+            max_wait_time_seconds,
+            min_pop_wait_time,
+            retention_sink_hold,
+            retention_sink_hold_max_seconds
+        );
+    }
+}
+
 /// A partition of a queue: its broker-wide id and the next offset of its log.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct PartitionRecord {
@@ -296,7 +358,10 @@ mod tests {
         assert_eq!(q.namespace.as_deref(), Some("billing"));
         assert_eq!(q.options.lease_time, 30);
         assert!(!q.options.dead_letter_queue);
-        assert_eq!(q.options.retry_limit, 3, "an absent option takes its default");
+        assert_eq!(
+            q.options.retry_limit, 3,
+            "an absent option takes its default"
+        );
         let again: QueueRecord = decode(&encode(&q)).unwrap();
         assert_eq!(again.options, q.options);
     }

@@ -7,6 +7,7 @@ pub mod ephemeral;
 pub mod kv;
 pub mod locks;
 pub mod loose;
+pub mod queues;
 pub mod status;
 pub mod streams;
 pub mod timers;
