@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::notify::Wakers;
 use crate::clock::Clock;
 use crate::error::EngineError;
-use crate::store::{DbHandle, Degradation, Health, Memory, StoreError, Tables, Tx};
+use crate::store::{DbHandle, Degradation, Health, Memory, Room, StoreError, Tables, Tx};
 
 /// Most commands applied in one commit; bounds the latency of the first in a batch.
 const MAX_BATCH: usize = 1024;
@@ -237,8 +237,10 @@ fn run(
                 &mut batch,
                 &mut woken,
                 &mut live,
-                cap,
-                disk_full.is_some(),
+                Room {
+                    cap,
+                    disk_full: disk_full.is_some(),
+                },
             )
         });
         match &outcome {
@@ -345,14 +347,13 @@ fn apply_batch(
     batch: &mut [Box<dyn Job>],
     woken: &mut Vec<(String, String)>,
     live: &mut u64,
-    cap: Option<u64>,
-    disk_full: bool,
+    room: Room,
 ) -> Result<bool, Arc<StoreError>> {
     let txn = db.begin_write().map_err(store_err)?;
     let mut dirty = false;
     let live_after;
     {
-        let mut tables = Tables::open(&txn, *live, cap, disk_full)?;
+        let mut tables = Tables::open(&txn, *live, room)?;
         for job in batch.iter_mut() {
             let mut tx = Tx::new(&mut tables, clock.now_micros(), memory);
             job.apply(&mut tx)?;

@@ -21,15 +21,22 @@ use crate::clock::Micros;
 
 type RawTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
 
+/// When commands that add data are refused (HTTP 507), while the rest go on.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Room {
+    /// Past this many live bytes (the configured storage cap).
+    pub cap: Option<u64>,
+    /// Always: the disk is full and the storage reserve is spent.
+    pub disk_full: bool,
+}
+
 /// Every table, opened once for one group commit, and the storage budget it is held to.
 pub struct Tables<'t> {
     tables: Vec<RawTable<'t>>,
     /// Bytes of keys and values stored, kept exact as rows are flushed.
     live_bytes: u64,
-    /// Past this many live bytes, commands that add data are refused.
-    cap: Option<u64>,
-    /// The disk is full: commands that add data are refused whatever the cap.
-    disk_full: bool,
+    /// When commands that add data are refused.
+    room: Room,
 }
 
 impl<'t> Tables<'t> {
@@ -37,8 +44,7 @@ impl<'t> Tables<'t> {
     pub fn open(
         txn: &'t WriteTransaction,
         live_bytes: u64,
-        cap: Option<u64>,
-        disk_full: bool,
+        room: Room,
     ) -> Result<Self, StoreError> {
         let mut tables = Vec::with_capacity(TABLE_COUNT);
         for def in TABLES {
@@ -47,8 +53,7 @@ impl<'t> Tables<'t> {
         Ok(Self {
             tables,
             live_bytes,
-            cap,
-            disk_full,
+            room,
         })
     }
 
@@ -197,10 +202,10 @@ impl<'a, 't> Tx<'a, 't> {
     /// filling the disk. The check is made before the command writes: a batch can
     /// overshoot the cap by what its commands add, never more.
     pub fn ensure_room(&self) -> Result<(), StoreError> {
-        if self.tables.disk_full {
+        if self.tables.room.disk_full {
             return Err(StoreError::DiskFull);
         }
-        match self.tables.cap {
+        match self.tables.room.cap {
             Some(cap) if self.tables.live_bytes >= cap => Err(StoreError::Full {
                 live_bytes: self.tables.live_bytes,
                 cap,
