@@ -195,6 +195,7 @@ impl Engine {
                 .sum();
             let failed = out.iter().any(|e| e.error.is_some());
             if f.min_bytes == 0
+                || f.entries.is_empty()
                 || bytes >= f.min_bytes
                 || failed
                 || self.is_closing()

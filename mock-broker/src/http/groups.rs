@@ -290,7 +290,9 @@ struct DetailPartition<'a> {
     partition_id: String,
     worker_id: Option<&'a str>,
     last_consumed_at: Option<String>,
-    /// Offsets below the cursor: every message the group has committed there.
+    /// Offsets below the cursor: what the group has committed there (a group that
+    /// subscribed after messages were written counts the offsets it skipped too; this
+    /// broker keeps no separate count).
     total_consumed: u64,
     cursor: u64,
     offset_lag: u64,
