@@ -287,3 +287,69 @@ async fn bad_input_is_400_and_changes_nothing() {
     let (_, l) = h.get("/api/v1/ephemeral/queues").await;
     assert_eq!(l["queues"], json!([]), "nothing was made: {l}");
 }
+
+#[tokio::test]
+async fn two_brokers_in_one_process_share_no_rings_and_no_counters() {
+    let (a, b) = (
+        queen_mock_broker::MockBroker::start_in_memory()
+            .await
+            .unwrap(),
+        queen_mock_broker::MockBroker::start_in_memory()
+            .await
+            .unwrap(),
+    );
+    let http = reqwest::Client::new();
+    let res = http
+        .post(format!("{}/api/v1/ephemeral/push", a.url()))
+        .json(&json!({"queue": "q", "messages": [{"payload": 1}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let res = http
+        .post(format!("{}/api/v1/push", a.url()))
+        .json(&json!({"items": [{"queue": "d", "payload": 1}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let depth = http
+        .get(format!("{}/api/v1/ephemeral/queues/q/depth", b.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(depth.status(), 404, "b has no ring of a's");
+    // An id a minted is another incarnation's to b: `stale`, not someone else's ack.
+    let popped: EphemeralPopResponse = http
+        .get(format!("{}/api/v1/ephemeral/pop?queue=q", a.url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let acked: EphemeralAckResponse = http
+        .post(format!("{}/api/v1/ephemeral/ack", b.url()))
+        .json(&json!({"queue": "q", "acks": [{"id": popped.messages[0].id}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(acked.results[0].outcome, EphemeralOutcome::Stale);
+    let w: Value = http
+        .get(format!("{}/api/v1/analytics/worker-metrics", b.url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        w["summary"]["totalPushMessages"], 0,
+        "b counted none of a's pushes: {w}"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}
