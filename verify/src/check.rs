@@ -5,9 +5,11 @@
 //! The runner uses proptest's pieces directly rather than its `proptest!` macro: a
 //! [`TestRunner`] seeded from the check's seed draws each schedule's value tree, and on a
 //! failure the same `simplify`/`complicate` walk that proptest's own runner does finds a
-//! minimal schedule. Driving it by hand is what lets a check stop on a time budget,
-//! count faults, keep the failing run's trace, and accept a shrunk candidate only when it
-//! breaks the *same* invariant (a run is not fully deterministic; see the crate docs).
+//! minimal schedule, and one more pass tries dropping each remaining fault alone (a
+//! walk can stop early when a removal passes once by timing). Driving it by hand is
+//! what lets a check stop on a time budget, count faults, keep the failing run's trace,
+//! and accept a shrunk candidate only when it breaks the *same* invariant (a run is not
+//! fully deterministic; see the crate docs).
 //! Each run happens on a runtime of its own, on a blocking thread, so a check can be
 //! awaited from any runtime (or called with [`WorkerCheck::run_blocking`] from none).
 
@@ -583,6 +585,23 @@ impl WorkerCheck {
                     } else if !tree.complicate() {
                         break;
                     }
+                }
+            }
+            // Then one fault at a time: a proptest walk can stop early (a removal that
+            // passed once by timing ends it), and single removals are cheap to try.
+            let mut i = best.0.len();
+            while i > 0 && runs < self.max_shrink_runs {
+                i -= 1;
+                let mut faults = best.0.faults().to_vec();
+                faults.remove(i);
+                let candidate = Schedule::from(faults);
+                runs += 1;
+                let o = rt.block_on(run_one(Arc::clone(&setup), candidate.clone()));
+                if o.violation
+                    .as_ref()
+                    .is_some_and(|v| v.invariant == violation.invariant)
+                {
+                    best = (candidate, o);
                 }
             }
             let (minimal, o) = best;
