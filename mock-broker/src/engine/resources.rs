@@ -150,8 +150,31 @@ pub struct MessageDetail {
     pub groups: Vec<GroupView>,
 }
 
+/// How a partition's stored messages are measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    /// Read every stored message: exact counts and bytes (the resources reads).
+    Full,
+    /// Read the log's ends only: a log is dense between its first stored offset and
+    /// its next one (retention deletes a prefix, nothing deletes from the middle), so
+    /// the counts are exact at the cost of a few key reads per partition; bytes are not
+    /// measured (0). What the status and dashboard reads use, so that they stay cheap
+    /// on a broker holding millions of messages.
+    Watermarks,
+}
+
 /// Every queue of the tenant with its figures, in name order.
 pub fn queues(db: &Database, tenant: &str, now: Micros) -> Result<Vec<QueueStats>, StoreError> {
+    queues_measured(db, tenant, now, Measure::Full)
+}
+
+/// [`queues`], measured as `measure` says.
+pub fn queues_measured(
+    db: &Database,
+    tenant: &str,
+    now: Micros,
+    measure: Measure,
+) -> Result<Vec<QueueStats>, StoreError> {
     let r = Reader::begin(db)?;
     let dead = dead_letters_by_partition(&r, tenant)?;
     let prefix = Key::tenant(tenant).into_bytes();
@@ -164,7 +187,7 @@ pub fn queues(db: &Database, tenant: &str, now: Micros) -> Result<Vec<QueueStats
     })?;
     found
         .into_iter()
-        .map(|(name, record)| stats(&r, tenant, name, record, &dead, now))
+        .map(|(name, record)| stats(&r, tenant, name, record, &dead, now, measure))
         .collect()
 }
 
@@ -182,7 +205,16 @@ pub fn queue(
         return Ok(None);
     };
     let dead = dead_letters_by_partition(&r, tenant)?;
-    stats(&r, tenant, name.to_string(), record, &dead, now).map(Some)
+    stats(
+        &r,
+        tenant,
+        name.to_string(),
+        record,
+        &dead,
+        now,
+        Measure::Full,
+    )
+    .map(Some)
 }
 
 /// One message by partition id and transaction id; `None` when either is unknown or
@@ -270,12 +302,13 @@ fn stats(
     record: QueueRecord,
     dead: &HashMap<u64, u64>,
     now: Micros,
+    measure: Measure,
 ) -> Result<QueueStats, StoreError> {
     let mut partitions = Vec::new();
     let mut totals = Counts::default();
     let mut retained_bytes = 0;
     for p in list_partitions(r, tenant, &name)? {
-        let s = partition_stats(r, tenant, p, dead, now)?;
+        let s = partition_stats(r, tenant, p, dead, now, measure)?;
         totals.add(&s.counts);
         retained_bytes += s.retained_bytes;
         partitions.push(s);
@@ -295,6 +328,7 @@ fn partition_stats(
     p: PartitionEntry,
     dead: &HashMap<u64, u64>,
     now: Micros,
+    measure: Measure,
 ) -> Result<PartitionStats, StoreError> {
     let PartitionEntry {
         name,
@@ -307,14 +341,23 @@ fn partition_stats(
     } = p;
     let prefix = Key::tenant(tenant).u64(id).into_bytes();
     let (mut first, mut last, mut stored, mut bytes) = (None, None, 0u64, 0u64);
-    r.scan(T::Messages, &prefix, &prefix, |k, v| {
-        let offset = u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8-byte offset"));
-        first.get_or_insert(offset);
-        last = Some(offset);
-        stored += 1;
-        bytes += v.len() as u64;
-        Ok(true)
-    })?;
+    match measure {
+        Measure::Full => r.scan(T::Messages, &prefix, &prefix, |k, v| {
+            let offset = u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8-byte offset"));
+            first.get_or_insert(offset);
+            last = Some(offset);
+            stored += 1;
+            bytes += v.len() as u64;
+            Ok(true)
+        })?,
+        Measure::Watermarks => {
+            if let Some(f) = first_stored(r, tenant, id)? {
+                first = Some(f);
+                stored = next_offset.saturating_sub(f);
+                last = next_offset.checked_sub(1);
+            }
+        }
+    }
     let last_message_at = match last {
         Some(o) => r
             .get_record::<MessageRecord>(

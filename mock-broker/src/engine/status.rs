@@ -23,7 +23,7 @@ use super::Engine;
 use super::ack::{Ack, AckOutcome};
 use super::pop::PopOutcome;
 use super::push::Appended;
-use super::resources::{self, Counts, QueueStats};
+use super::resources::{self, Counts, Measure, QueueStats};
 use super::txn::{StepResult, Transaction, TxnOp, TxnOutcome};
 use crate::clock::Micros;
 use crate::error::EngineError;
@@ -422,14 +422,15 @@ impl Filter {
     }
 }
 
-/// Reads the stored figures of `tenant` covered by `filter`.
+/// Reads the stored figures of `tenant` covered by `filter`, by watermarks
+/// ([`Measure::Watermarks`]: a few key reads per partition, no message scan).
 pub fn snapshot(
     db: &Database,
     tenant: &str,
     filter: &Filter,
     now: Micros,
 ) -> Result<Snapshot, StoreError> {
-    let queues: Vec<QueueStats> = resources::queues(db, tenant, now)?
+    let queues: Vec<QueueStats> = resources::queues_measured(db, tenant, now, Measure::Watermarks)?
         .into_iter()
         .filter(|q| filter.covers(q))
         .collect();

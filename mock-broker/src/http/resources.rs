@@ -329,8 +329,11 @@ fn group_counts(c: &Counts) -> GroupCounts {
 /// `GET /api/v1/resources/namespaces`: every namespace in use (given at configure or
 /// derived from a dotted queue name), with its queues' figures.
 pub async fn namespaces(s: Caller) -> Result<Response, ApiError> {
-    let queues = s.engine.queue_stats(s.tenant()).await?;
-    let groups = groupings(&queues, GroupBy::Namespace);
+    let snap = s
+        .engine
+        .status_snapshot(s.tenant(), Filter::default())
+        .await?;
+    let groups = groupings(&snap.queues, GroupBy::Namespace);
     let body = Namespaces {
         namespaces: groups
             .iter()
@@ -347,8 +350,11 @@ pub async fn namespaces(s: Caller) -> Result<Response, ApiError> {
 
 /// `GET /api/v1/resources/tasks`: every task in use, with its queues' figures.
 pub async fn tasks(s: Caller) -> Result<Response, ApiError> {
-    let queues = s.engine.queue_stats(s.tenant()).await?;
-    let groups = groupings(&queues, GroupBy::Task);
+    let snap = s
+        .engine
+        .status_snapshot(s.tenant(), Filter::default())
+        .await?;
+    let groups = groupings(&snap.queues, GroupBy::Task);
     let body = Tasks {
         tasks: groups
             .iter()
