@@ -182,12 +182,18 @@ impl Ctx {
         Ok(r.body[0].clone())
     }
 
-    /// Pops; `None` when empty (204, or 200 with no messages).
+    /// Pops; `None` when empty (204, 200 with no messages, or the v0 broker's 200
+    /// `{"error": "no_available_partition"}`).
     pub async fn pop(&self, path_and_query: &str) -> Result<Option<Value>, Failure> {
         let r = self.get(path_and_query).await?;
         match r.status {
             204 => Ok(None),
             200 if r.body["messages"].as_array().is_some_and(|m| m.is_empty()) => Ok(None),
+            200 if r.body["messages"].is_null()
+                && r.body["error"] == serde_json::json!("no_available_partition") =>
+            {
+                Ok(None)
+            }
             200 => Ok(Some(r.body)),
             s => Err(Failure::new("a 200 or 204 pop", format!("{s}"))),
         }

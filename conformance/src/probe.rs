@@ -125,6 +125,7 @@ impl Probe {
             about: Cow::Borrowed("the capabilities the probe found"),
             caps: Cow::Owned(caps),
             missing_why,
+            waived: &[],
         }
     }
 

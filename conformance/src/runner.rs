@@ -100,7 +100,11 @@ pub async fn run(cfg: &RunConfig, cases: Vec<Case>) -> Report {
                 .copied()
                 .filter(|n| !cfg.profile.has(*n))
                 .collect();
-            let skip = (!missing.is_empty()).then(|| cfg.profile.skip_reason(&missing));
+            let skip = if missing.is_empty() {
+                cfg.profile.waiver(case.id)
+            } else {
+                Some(cfg.profile.skip_reason(&missing))
+            };
             let ctx = Ctx::new(http.clone(), &cfg.url, cfg.token.clone(), case.id)
                 .with_settings(settings);
             async move {

@@ -1,7 +1,7 @@
 //! [`Client`]: one cheap-to-clone handle over a connection pool, with the retry policy.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,7 +12,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use crate::auth::{Auth, TokenProvider};
-use crate::error::{Error, Result};
+use crate::error::{Capability, Error, Result};
 use crate::retry::RetryPolicy;
 
 /// Configures a [`Client`].
@@ -227,6 +227,7 @@ impl ClientBuilder {
                 auth: self.auth,
                 retry: self.retry,
                 request_timeout: self.request_timeout,
+                lacks_v2_parts: AtomicBool::new(false),
             }),
         })
     }
@@ -263,6 +264,12 @@ pub(crate) struct Inner {
     pub(crate) retry: RetryPolicy,
     /// reqwest's bound on one attempt, unless the call gives its own.
     request_timeout: Duration,
+    /// The broker has shown it is a Queen v0 (PostgreSQL) broker: a route of KV,
+    /// timers or locks answered with its web console, or a committed transaction came
+    /// back without the results of the parts v0 ignores. Learned from answers, never
+    /// set by the user; a Queen 2 broker never sets it, so nothing changes there. Once
+    /// set, a transaction with KV, timers or positions is refused before it is sent.
+    lacks_v2_parts: AtomicBool,
 }
 
 /// Whether a failed call may be sent again.
@@ -381,6 +388,17 @@ impl Client {
     /// ```
     pub fn retry_policy(&self) -> &RetryPolicy {
         &self.inner.retry
+    }
+
+    /// Whether the broker is known to lack Queen 2's KV, timers, positions and locks
+    /// (a Queen v0 broker, learned from its answers).
+    pub(crate) fn lacks_v2_parts(&self) -> bool {
+        self.inner.lacks_v2_parts.load(Ordering::Relaxed)
+    }
+
+    /// Records that the broker answered as Queen v0 does.
+    pub(crate) fn learn_lacks_v2_parts(&self) {
+        self.inner.lacks_v2_parts.store(true, Ordering::Relaxed);
     }
 
     fn base(&self) -> &str {
@@ -538,7 +556,23 @@ impl Client {
             .map(Duration::from_secs);
         // A success is handed on as bytes: its caller decodes the answer it expects
         // straight into its type, with no JSON tree in between.
+        let html = res
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/html"));
         let bytes = res.bytes().await?;
+        // A feature route answered by a web page instead of the API: Queen v0 serves
+        // its console for every path it does not route (KV, timers, locks).
+        if let Some(capability) = capability_of(path)
+            && (html || bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'<'))
+        {
+            self.learn_lacks_v2_parts();
+            return Err(Error::Unsupported {
+                capability,
+                committed: false,
+            });
+        }
         if status.is_success() {
             return Ok(bytes);
         }
@@ -567,5 +601,35 @@ impl Client {
             message,
             retry_after,
         })
+    }
+}
+
+/// The feature a route belongs to, for the routes some brokers (Queen v0) lack.
+fn capability_of(path: &str) -> Option<Capability> {
+    let rest = path.strip_prefix("/api/v1/")?;
+    let head = rest.split(['/', '?']).next().unwrap_or("");
+    match head {
+        "kv" => Some(Capability::Kv),
+        "timers" => Some(Capability::Timers),
+        "locks" => Some(Capability::Locks),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feature_routes_are_named_by_their_capability() {
+        assert_eq!(capability_of("/api/v1/kv/orders/o-7"), Some(Capability::Kv));
+        assert_eq!(capability_of("/api/v1/kv"), Some(Capability::Kv));
+        assert_eq!(
+            capability_of("/api/v1/timers/reminders"),
+            Some(Capability::Timers)
+        );
+        assert_eq!(capability_of("/api/v1/locks"), Some(Capability::Locks));
+        assert_eq!(capability_of("/api/v1/transaction"), None);
+        assert_eq!(capability_of("/api/v1/pop/queue/kv"), None);
     }
 }

@@ -1,4 +1,10 @@
 //! The one error type of the SDK.
+//!
+//! Two brokers speak this API: Queen 2 (the replicated log, `spec/transaction.md`) and
+//! Queen v0 (the PostgreSQL broker, `spec/transaction-v0-postgres.md`). The SDK has no
+//! switch between them: it decodes what comes back. So the v0 answers that carry the same
+//! meaning in another shape (a rollback with only an `error` text, a missing feature
+//! answered by a web page) are mapped here onto the same typed outcomes.
 
 use std::fmt;
 use std::time::Duration;
@@ -59,6 +65,40 @@ impl RollbackReason {
         }
     }
 
+    /// Classifies a rollback that came without a `reason` (Queen v0 answers only an
+    /// `error` text) from that text: a duplicate pushed `transactionId` (v0's unique
+    /// constraint on `(partition, transaction_id)`, or a `QDUP` error) is
+    /// [`RollbackReason::Duplicate`]; a refused ack (`ACK operation failed: ...`,
+    /// `Invalid or expired lease`, a `QTXN` error) is [`RollbackReason::RejectedAck`];
+    /// anything else is [`RollbackReason::Other`] with the text kept whole.
+    ///
+    /// ```
+    /// use queen_sdk::RollbackReason;
+    /// let dup = r#"duplicate key value violates unique constraint "messages_partition_transaction_unique""#;
+    /// assert_eq!(RollbackReason::from_error_text(dup), RollbackReason::Duplicate);
+    /// let lease = "ACK operation failed: Invalid or expired lease";
+    /// assert_eq!(RollbackReason::from_error_text(lease), RollbackReason::RejectedAck);
+    /// assert_eq!(
+    ///     RollbackReason::from_error_text("out of memory"),
+    ///     RollbackReason::Other("out of memory".into())
+    /// );
+    /// ```
+    pub fn from_error_text(error: &str) -> Self {
+        let lower = error.to_ascii_lowercase();
+        if error.starts_with("QDUP")
+            || (lower.contains("duplicate key value") && lower.contains("transaction"))
+        {
+            Self::Duplicate
+        } else if error.starts_with("QTXN")
+            || lower.starts_with("ack operation failed")
+            || lower.contains("invalid or expired lease")
+        {
+            Self::RejectedAck
+        } else {
+            Self::Other(error.to_string())
+        }
+    }
+
     /// The wire spelling (also what `Display` writes).
     ///
     /// ```
@@ -78,6 +118,49 @@ impl RollbackReason {
 }
 
 impl fmt::Display for RollbackReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A feature of the API that some brokers do not have. Queen v0 (the PostgreSQL broker)
+/// has pushes, pops, acks, leases and the ack + push transaction, and none of these.
+///
+/// ```
+/// use queen_sdk::Capability;
+/// assert_eq!(Capability::Kv.to_string(), "kv");
+/// assert_eq!(Capability::Timers.as_str(), "timers");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Capability {
+    /// The KV store (`/api/v1/kv`, a transaction's `kv`, `once`).
+    Kv,
+    /// Timers (`/api/v1/timers`, a transaction's `timers`).
+    Timers,
+    /// Consumer positions set in a transaction (`positions`).
+    Positions,
+    /// Locks (`/api/v1/locks`).
+    Locks,
+}
+
+impl Capability {
+    /// Its name, as the API spells the part (`kv`, `timers`, `positions`, `locks`).
+    ///
+    /// ```
+    /// assert_eq!(queen_sdk::Capability::Positions.as_str(), "positions");
+    /// ```
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Kv => "kv",
+            Self::Timers => "timers",
+            Self::Positions => "positions",
+            Self::Locks => "locks",
+        }
+    }
+}
+
+impl fmt::Display for Capability {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -150,6 +233,20 @@ pub enum Error {
     /// The connection failed, timed out or broke mid-answer.
     #[error("transport: {0}")]
     Transport(#[from] reqwest::Error),
+    /// The broker does not have this feature (Queen v0 has no KV, timers, positions or
+    /// locks): its route answered with something other than the API (v0 serves its web
+    /// console there), or, in a transaction, the broker is known to drop that part.
+    /// When `committed` is true the broker committed the rest of the transaction (its
+    /// acks and pushes) and ignored this part: this is how a first transaction with KV,
+    /// timers or positions sent to such a broker ends; the client then refuses the next
+    /// ones before sending them.
+    #[error("the broker has no {capability} support{}", if *committed { " (it committed the transaction's acks and pushes and ignored that part)" } else { "; nothing was applied" })]
+    Unsupported {
+        /// The missing feature.
+        capability: Capability,
+        /// Whether the broker committed the rest of the call anyway.
+        committed: bool,
+    },
     /// The broker's answer did not decode.
     #[error("undecodable answer: {message}")]
     Decode {

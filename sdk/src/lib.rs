@@ -105,7 +105,7 @@ pub use admin::{DeadLetter, DlqPage, DlqQuery, Health, QueueConfig, QueueOptions
 pub use auth::{TokenError, TokenFuture, TokenProvider};
 pub use client::{Client, ClientBuilder};
 pub use consume::{Consume, Deliveries, Delivery, Undecodable};
-pub use error::{Error, Result, RollbackReason};
+pub use error::{Capability, Error, Result, RollbackReason};
 pub use ids::derive_id;
 pub use kv::{
     Check, Delete, Get, GetMany, Incr, Kv, KvBatch, KvOp, KvRow, KvStore, KvWrite, Put, PutIfAbsent,

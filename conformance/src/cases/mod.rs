@@ -7,6 +7,7 @@ mod txn_acks;
 mod txn_parts;
 mod txn_rollback;
 mod txn_shape;
+mod txn_v0;
 
 use crate::case::Case;
 
@@ -20,6 +21,7 @@ pub fn all_cases() -> Vec<Case> {
     all.extend(txn_parts::cases());
     all.extend(txn_rollback::cases());
     all.extend(txn_shape::cases());
+    all.extend(txn_v0::cases());
     all.sort_by_key(|c| c.id);
     all
 }

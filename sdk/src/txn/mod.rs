@@ -47,7 +47,7 @@ pub use results::{
 pub use ttl::Ttl;
 
 use crate::client::{Client, Replay};
-use crate::error::{Error, Result, RollbackReason};
+use crate::error::{Capability, Error, Result, RollbackReason};
 use crate::ids::derive_id;
 use crate::kv::{Kv, KvOp, KvWire};
 use crate::locks::LockGuard;
@@ -735,11 +735,51 @@ impl TransactionBuilder {
     /// ```
     pub async fn commit(self) -> Result<Commit> {
         let (body, deterministic) = self.render()?;
+        let v2_part = self.v2_part();
+        if let Some(capability) = v2_part
+            && self.client.lacks_v2_parts()
+        {
+            return Err(Error::Unsupported {
+                capability,
+                committed: false,
+            });
+        }
         let answer = self
             .client
             .post("/api/v1/transaction", body, self.replay(deterministic))
             .await?;
-        decode_commit(&answer)
+        let commit = decode_commit(&answer)?;
+        // A Queen v0 broker ignores `kv`, `timers` and `positions` and commits the rest:
+        // its results then hold only the operations'. Say so instead of reporting a
+        // commit of parts that were never applied, and refuse them from now on.
+        if let (Some(capability), Commit::Committed(c)) = (v2_part, &commit)
+            && !c.results.iter().any(|r| {
+                matches!(
+                    r,
+                    StepResult::Kv(_) | StepResult::Timer(_) | StepResult::Position(_)
+                )
+            })
+        {
+            self.client.learn_lacks_v2_parts();
+            return Err(Error::Unsupported {
+                capability,
+                committed: true,
+            });
+        }
+        Ok(commit)
+    }
+
+    /// The first Queen 2 part (KV, timers, positions) this transaction carries.
+    fn v2_part(&self) -> Option<Capability> {
+        if !self.kv.is_empty() {
+            Some(Capability::Kv)
+        } else if !self.timers.is_empty() {
+            Some(Capability::Timers)
+        } else if !self.positions.is_empty() {
+            Some(Capability::Positions)
+        } else {
+            None
+        }
     }
 }
 
@@ -775,7 +815,11 @@ pub(crate) fn decode_commit(answer: &crate::client::Answer) -> Result<Commit> {
             retried,
         })),
         Some(false) => {
-            let reason = RollbackReason::parse(b.reason.as_deref().unwrap_or(""));
+            // Queen v0 rolls back with an `error` text and no `reason`: classify the text.
+            let reason = match b.reason.as_deref() {
+                Some(r) => RollbackReason::parse(r),
+                None => RollbackReason::from_error_text(b.error.as_deref().unwrap_or("")),
+            };
             if reason == RollbackReason::KvPrecondition {
                 return Ok(Commit::Gated {
                     transaction_id: id,

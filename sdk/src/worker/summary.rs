@@ -17,8 +17,9 @@ pub enum ErrorKind {
     /// A payload did not decode as the worker's type (it was dead-lettered, or handed to
     /// [`crate::Worker::on_undecodable`]).
     Undecodable,
-    /// A step broke a rule of the API ([`Error::Invalid`]) or rolled back for a reason
-    /// that retrying cannot change (the message was acked `failed`).
+    /// A step broke a rule of the API ([`Error::Invalid`]), rolled back for a reason
+    /// that retrying cannot change, or needs a feature the broker lacks
+    /// ([`Error::Unsupported`]) (the message was acked `failed`).
     Step,
     /// A call may or may not have applied ([`Error::OutcomeUnknown`], or a step whose
     /// retries ran out): the message is left to its lease's expiry.
@@ -49,9 +50,10 @@ impl ErrorKind {
             Error::Decode { .. } => ErrorKind::Decode,
             Error::Undecodable { .. } => ErrorKind::Undecodable,
             Error::Token { .. } => ErrorKind::Token,
-            Error::Invalid { .. } | Error::Serialize(_) | Error::RolledBack { .. } => {
-                ErrorKind::Step
-            }
+            Error::Invalid { .. }
+            | Error::Serialize(_)
+            | Error::RolledBack { .. }
+            | Error::Unsupported { .. } => ErrorKind::Step,
         }
     }
 }
