@@ -463,6 +463,11 @@ pub(crate) fn decode_messages<T: DeserializeOwned>(
     let Some(pop) = answer.decode::<Option<PopAnswer<T>>>("pop answer")? else {
         return Ok(Vec::new());
     };
+    // Queen v0 answers an empty pop 200 `{"error": "no_available_partition", "messages":
+    // [], "success": false}`: nothing to deliver, not a failure.
+    if pop.error.as_deref() == Some("no_available_partition") {
+        return Ok(Vec::new());
+    }
     if pop.success == Some(false) {
         return Err(Error::Api {
             status: 200,
