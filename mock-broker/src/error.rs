@@ -79,9 +79,7 @@ impl From<Arc<StoreError>> for EngineError {
     fn from(e: Arc<StoreError>) -> Self {
         match (&*e, e.degradation()) {
             (StoreError::Full { .. } | StoreError::DiskFull, _)
-            | (_, Some(Degradation::StorageFull)) => {
-                EngineError::StorageFull(e.to_string())
-            }
+            | (_, Some(Degradation::StorageFull)) => EngineError::StorageFull(e.to_string()),
             (StoreError::Unavailable(_), _) | (_, Some(Degradation::IoError)) => {
                 EngineError::StorageUnavailable(e)
             }

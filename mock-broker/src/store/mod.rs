@@ -8,8 +8,8 @@
 mod handle;
 pub mod keys;
 mod memory;
-pub mod reserve;
 pub mod records;
+pub mod reserve;
 pub mod stream_keys;
 mod tx;
 
