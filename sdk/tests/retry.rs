@@ -77,6 +77,16 @@ fn commit_answer() -> ResponseTemplate {
     }))
 }
 
+/// A Queen 2 commit of a transaction carrying KV: each KV op has its `kv` result (a
+/// broker that answers without them ignored the KV part, which the SDK reports).
+fn kv_commit_answer() -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "transactionId": "0199a7c2-61f0-7b02-9a4c-0e5d3f2b8c12", "success": true,
+        "results": [{ "type": "kv", "opIndex": 0, "op": "incr", "ns": "stats", "key": "orders",
+                      "applied": true, "value": 1, "version": 1 }]
+    }))
+}
+
 fn rollback(reason: &str) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_json(json!({
         "transactionId": "0199a7c3-0a2e-7c11-8d40-5f6e7a8b9c02", "success": false,
@@ -233,7 +243,7 @@ async fn other_4xx_answers_are_never_retried() {
 
 #[tokio::test]
 async fn an_ungated_kv_only_transaction_is_not_retried_after_a_503() {
-    let (server, arrivals) = broker(vec![engine_error(503, "retry"), commit_answer()]).await;
+    let (server, arrivals) = broker(vec![engine_error(503, "retry"), kv_commit_answer()]).await;
     let out = ungated_kv(client(&server, fast()).transaction())
         .commit()
         .await;
@@ -249,7 +259,7 @@ async fn an_ungated_kv_only_transaction_is_not_retried_after_a_503() {
 
 #[tokio::test]
 async fn an_ungated_kv_only_transaction_is_retried_with_retry_unsafe() {
-    let (server, arrivals) = broker(vec![engine_error(503, "retry"), commit_answer()]).await;
+    let (server, arrivals) = broker(vec![engine_error(503, "retry"), kv_commit_answer()]).await;
     let outcome = ungated_kv(client(&server, fast()).transaction())
         .retry_unsafe(true)
         .commit()
@@ -303,7 +313,7 @@ async fn a_push_with_an_explicit_id_is_retried() {
 
 #[tokio::test]
 async fn a_gated_kv_transaction_is_retried() {
-    let (server, arrivals) = broker(vec![engine_error(503, "no_leader"), commit_answer()]).await;
+    let (server, arrivals) = broker(vec![engine_error(503, "no_leader"), kv_commit_answer()]).await;
     let outcome = ungated_kv(client(&server, fast()).transaction())
         .once("paid", "order-7-paid", Ttl::days(1))
         .commit()
@@ -315,7 +325,8 @@ async fn a_gated_kv_transaction_is_retried() {
 
 #[tokio::test]
 async fn a_429_is_retried_even_for_an_ungated_kv_only_transaction() {
-    let (server, arrivals) = broker(vec![engine_error(429, "overloaded"), commit_answer()]).await;
+    let (server, arrivals) =
+        broker(vec![engine_error(429, "overloaded"), kv_commit_answer()]).await;
     let outcome = ungated_kv(client(&server, fast()).transaction())
         .commit()
         .await
@@ -331,7 +342,7 @@ async fn a_refused_connection_is_retried_on_the_next_url_even_when_unsafe() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", l.local_addr().unwrap())
     };
-    let (server, arrivals) = broker(vec![commit_answer()]).await;
+    let (server, arrivals) = broker(vec![kv_commit_answer()]).await;
     let client = Client::builder()
         .urls([dead, server.uri()])
         .retry(fast())
@@ -397,7 +408,7 @@ async fn retry_after_is_honoured() {
 async fn retry_after_on_a_429_is_honoured() {
     let (server, arrivals) = broker(vec![
         engine_error(429, "overloaded").insert_header("Retry-After", "1"),
-        commit_answer(),
+        kv_commit_answer(),
     ])
     .await;
     let outcome = ungated_kv(client(&server, fast()).transaction())

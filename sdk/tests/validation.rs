@@ -9,8 +9,12 @@ use serde_json::{Value, json};
 use wiremock::matchers::{any, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+/// A Queen 2 commit: a broker that applied KV, timers or positions answers their results
+/// (without any, the SDK reports the parts a v0 broker ignored); one will do here.
 fn commit_answer() -> Value {
-    json!({"transactionId": "0199a7c2-61f0-7b02-9a4c-0e5d3f2b8c11", "success": true, "results": []})
+    json!({"transactionId": "0199a7c2-61f0-7b02-9a4c-0e5d3f2b8c11", "success": true,
+           "results": [{"type": "kv", "opIndex": 0, "op": "get", "ns": "orders", "key": "order-7",
+                        "value": null, "version": null}]})
 }
 
 fn client(server: &MockServer) -> Client {
