@@ -83,6 +83,37 @@ async fn a_queue_detail_counts_what_its_slowest_group_has_done() {
 }
 
 #[tokio::test]
+async fn a_dead_lettered_message_keeps_its_failures_in_its_detail() {
+    let h = Harness::new().await;
+    h.configure("q", json!({"leaseTime": 30, "retryLimit": 1}))
+        .await;
+    h.push_one("q", "p", "m0", json!({"poison": true})).await;
+    let mut pid = String::new();
+    for _ in 0..2 {
+        let p = h.pop("/api/v1/pop/queue/q").await.unwrap();
+        pid = p["partitionId"].as_str().unwrap().to_string();
+        h.ack_msg(&p["messages"][0], "failed").await;
+    }
+    let (_, dlq) = h.get("/api/v1/dlq?queue=q").await;
+    assert_eq!(dlq["total"], 1, "{dlq}");
+    let retries = dlq["messages"][0]["retryCount"].clone();
+    assert_eq!(retries, 2, "{dlq}");
+
+    // The cursor has passed it, so its pending entry is gone: the counts come from
+    // its dead-letter row and agree with the DLQ listing.
+    let (s, d) = h.get(&format!("/api/v1/messages/{pid}/m0")).await;
+    assert_eq!(s, 200, "{d}");
+    assert_eq!(d["status"], "dead_letter", "{d}");
+    assert_eq!(d["retryCount"], retries, "{d}");
+    let g = &d["consumerGroups"][0];
+    assert_eq!(
+        (&g["failures"], &g["deliveryAttempts"]),
+        (&json!(2), &json!(2)),
+        "{d}"
+    );
+}
+
+#[tokio::test]
 async fn a_message_detail_says_where_it_stands_for_each_group() {
     let h = Harness::new().await;
     h.configure("q", json!({"leaseTime": 30})).await;

@@ -251,7 +251,13 @@ pub fn message(
     consumers::each_row(&r, tenant, partition_id, |name, c| {
         let st = c.pending.get(&offset);
         let in_live = consumers::live_lease(&c, now).is_some() && st.is_some_and(|s| s.in_lease);
-        let status = if dead_groups.contains(&name) {
+        // A dead-lettered message's pending entry is gone once the cursor passes it;
+        // its DLQ row keeps the failures it took (each one after a delivery).
+        let dead = dead_groups
+            .iter()
+            .find(|(g, _)| *g == name)
+            .map(|(_, retries)| *retries);
+        let status = if dead.is_some() {
             MessageStatus::DeadLetter
         } else if offset < c.cursor {
             MessageStatus::Completed
@@ -269,8 +275,8 @@ pub fn message(
             name,
             cursor: c.cursor,
             status,
-            deliveries: st.map_or(0, |s| s.deliveries),
-            failures: st.map_or(0, |s| s.failures),
+            deliveries: st.map_or(0, |s| s.deliveries).max(dead.unwrap_or(0)),
+            failures: st.map_or(0, |s| s.failures).max(dead.unwrap_or(0)),
         });
     })?;
     let any = |s: MessageStatus| groups.iter().any(|g| g.status == s);
@@ -440,18 +446,20 @@ fn dead_letters_by_partition(r: &Reader, tenant: &str) -> Result<HashMap<u64, u6
 }
 
 /// The groups that dead-lettered one message.
+/// The groups that dead-lettered the message at `offset`, each with the `failed` acks
+/// its DLQ row counts.
 fn dead_groups_of(
     r: &Reader,
     tenant: &str,
     pid: u64,
     offset: u64,
-) -> Result<Vec<String>, StoreError> {
+) -> Result<Vec<(String, u32)>, StoreError> {
     let prefix = Key::tenant(tenant).into_bytes();
     let mut out = Vec::new();
     r.scan(T::Dlq, &prefix, &prefix, |_, v| {
         let d: DlqRecord = decode(v)?;
         if d.partition_id == pid && d.offset == offset {
-            out.push(d.group);
+            out.push((d.group, d.retry_count));
         }
         Ok(true)
     })?;
