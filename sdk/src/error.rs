@@ -343,6 +343,26 @@ impl Error {
         }
     }
 
+    /// Whether the broker answered that what the call names does not exist: an
+    /// [`Error::Api`] with status 404 (a queue, a message, a dead letter), but not a
+    /// 404 `no_such_route`, which says the broker lacks the route itself.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let err = client.queue_stats("no-such-queue").await.unwrap_err();
+    /// assert!(err.is_not_found());
+    /// assert_eq!((err.status(), err.code()), (Some(404), Some("not_found")));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Api { status: 404, code, .. } if code.as_deref() != Some("no_such_route"))
+    }
+
     /// Whether the call certainly did not apply, so sending it again is always safe:
     /// a 429, a 507 (storage full), or a connection that could not be made.
     pub(crate) fn surely_not_applied(&self) -> bool {

@@ -95,6 +95,7 @@ mod json;
 mod kv;
 pub mod locks;
 mod message;
+mod operator;
 mod retry;
 mod timers;
 mod txn;
@@ -114,6 +115,12 @@ pub use locks::{Lock, LockBuilder, LockGuard};
 pub use message::{
     AckOutcome, AckStatus, LeaseExtension, Message, Pop, PushItem, Pushed, QUEUE_MODE,
     SubscriptionMode,
+};
+pub use operator::{
+    ConsumerMode, DeadLetterHandled, GroupDetail, GroupPartition, GroupState, GroupSummary,
+    LaggingPartition, ListedMessage, MessageCounts, MessageDetail, MessageGroup, MessagePage,
+    MessageQuery, MessageStatus, PartitionDepth, PartitionLoad, PartitionStats, QueueDepth,
+    QueueDetail, QueueSummary,
 };
 pub use retry::RetryPolicy;
 pub use timers::{PendingTimer, Timer, TimerAction, TimerPage, Timers};
