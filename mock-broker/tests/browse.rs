@@ -299,6 +299,9 @@ async fn discovery_marks_unknown_queues_and_foreign_cursors_and_refuses_bad_time
     assert_eq!(w["safeTime"], b["safeTime"]);
     for body in [
         json!({"entries": [{"queue": "q", "since": "yesterday"}]}),
+        // A multi-byte character where the seconds would be filled in.
+        json!({"entries": [{"queue": "q", "since": "2026-09-04T10:0éZ"}]}),
+        json!({"entries": [{"queue": "q", "since": "2026-09-04T10:00é"}]}),
         json!({"entries": [{"since": "2026-01-01"}]}),
         json!({"entries": "q"}),
     ] {

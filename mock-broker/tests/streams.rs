@@ -429,6 +429,39 @@ async fn a_claim_leases_a_fully_read_idle_partition_with_an_empty_batch() {
 }
 
 #[tokio::test]
+async fn a_claim_and_a_cycle_that_name_no_group_both_act_for_streams_dot_the_query() {
+    let h = Harness::new().await;
+    let qid = query(&h).await;
+    // GROUP is `streams.q1`, the default for the query `q1`.
+    let batch = pop_batch(&h, 1).await;
+    let pid = batch["partitionId"].clone();
+    let mut fold = full_cycle(&qid, &batch, json!([]), json!([]));
+    fold.as_object_mut().unwrap().remove("consumer_group");
+    let out = cycle(&h, fold).await;
+    assert_eq!(
+        out["success"], true,
+        "the ack lands on the stream's group: {out}"
+    );
+
+    let (s, c) = h
+        .post(
+            "/streams/v1/claim",
+            json!({"query_id": qid, "partition_ids": [pid], "lease_seconds": 30}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    assert_eq!(statuses(&c), ["claimed"], "{c}");
+    let close = json!({
+        "query_id": qid, "partition_id": pid,
+        "ack": {"transactionId": "", "leaseId": c["lease_id"], "status": "completed", "count": 0},
+        "release_lease": true,
+    });
+    let out = cycle(&h, close).await;
+    assert_eq!(out["success"], true, "{out}");
+    assert_eq!(out["ack_result"]["lease_released"], true, "{out}");
+}
+
+#[tokio::test]
 async fn a_claim_is_not_granted_while_the_group_has_unread_messages_and_lapses_on_its_own() {
     let h = Harness::new().await;
     let qid = query(&h).await;

@@ -445,7 +445,6 @@ fn dead_letters_by_partition(r: &Reader, tenant: &str) -> Result<HashMap<u64, u6
     Ok(out)
 }
 
-/// The groups that dead-lettered one message.
 /// The groups that dead-lettered the message at `offset`, each with the `failed` acks
 /// its DLQ row counts.
 fn dead_groups_of(

@@ -195,8 +195,9 @@ pub struct Cycle {
     pub query_id: String,
     /// The source partition the cycle is about.
     pub partition_id: String,
-    /// The group whose cursor the ack moves.
-    pub group: String,
+    /// The group whose cursor the ack moves; `None` is the claim's default,
+    /// `streams.<query name>`, so a claim and its cycle without a group agree.
+    pub group: Option<String>,
     /// State changes, in order.
     pub state_ops: Vec<StateOp>,
     /// Messages to emit, in order.
@@ -521,8 +522,12 @@ pub fn cycle(tx: &mut Tx, tenant: &str, c: &Cycle) -> Result<CycleOutcome, Engin
     }
 
     // The ack first: when its lease is gone nothing else may land.
+    let group = c
+        .group
+        .clone()
+        .unwrap_or_else(|| default_group(&query.name));
     let ack = match &c.ack {
-        Some(a) => match apply_ack(tx, tenant, pid, c, a)? {
+        Some(a) => match apply_ack(tx, tenant, pid, &group, c, a)? {
             Ok(r) => Some(r),
             Err(why) => return refuse(tx, Some(&pref.queue), why),
         },
@@ -559,10 +564,11 @@ fn apply_ack(
     tx: &mut Tx,
     tenant: &str,
     pid: u64,
+    group: &str,
     c: &Cycle,
     a: &CycleAck,
 ) -> Result<Result<CycleAckResult, String>, StoreError> {
-    let ckey = consumers::key(tenant, pid, &c.group);
+    let ckey = consumers::key(tenant, pid, group);
     let Some(mut rec) = tx.get::<ConsumerRecord>(T::Consumers, &ckey)? else {
         return Ok(Err(INVALID_LEASE.into()));
     };
@@ -573,7 +579,7 @@ fn apply_ack(
         // The empty batch of a claim: the cursor stays, the lease goes.
         let released = c.release_lease && consumers::release_lease(tx, tenant, pid, &mut rec)?;
         if released {
-            consumers::save(tx, tenant, pid, &c.group, &rec);
+            consumers::save(tx, tenant, pid, group, &rec);
         }
         return Ok(Ok(CycleAckResult {
             count: a.count,
@@ -592,7 +598,7 @@ fn apply_ack(
                 transaction_id: txn.clone(),
                 partition_id: pid.to_string(),
                 status: a.status,
-                group: c.group.clone(),
+                group: group.to_string(),
                 lease_id: Some(a.lease_id.clone()),
                 error: a.error.clone(),
             },
@@ -629,7 +635,7 @@ fn apply_ack(
     // Kept (a gate's partial ack), the lease holds the rest of the batch until it
     // lapses, and it is then delivered again in order.
     let released = c.release_lease && consumers::release_lease(tx, tenant, pid, &mut rec)?;
-    consumers::save(tx, tenant, pid, &c.group, &rec);
+    consumers::save(tx, tenant, pid, group, &rec);
     Ok(Ok(CycleAckResult {
         count: a.count,
         lease_released: released,
@@ -693,6 +699,12 @@ fn apply_state(
     Ok(ops.len())
 }
 
+/// The group a claim or a cycle that names none acts for, as the official stream
+/// runner names it: `streams.<query>`.
+fn default_group(query: &str) -> String {
+    format!("streams.{query}")
+}
+
 /// Claims idle partitions of the query's source queue for its group, each with an
 /// empty batch under one lease.
 pub fn claim(tx: &mut Tx, tenant: &str, c: &Claim) -> Result<ClaimOutcome, StoreError> {
@@ -702,7 +714,7 @@ pub fn claim(tx: &mut Tx, tenant: &str, c: &Claim) -> Result<ClaimOutcome, Store
     let group = c
         .group
         .clone()
-        .unwrap_or_else(|| format!("streams.{}", query.name));
+        .unwrap_or_else(|| default_group(&query.name));
     let now = tx.now;
     let expires_at = now + c.lease_seconds * 1_000_000;
     let mut lease_id = String::new();

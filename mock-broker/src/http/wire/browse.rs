@@ -236,6 +236,10 @@ pub fn parse_since(s: &str) -> Option<Micros> {
     if let Some(t) = parse_iso(s) {
         return Some(t);
     }
+    // Every form below is ASCII; the byte cuts that fill in the seconds need it.
+    if !s.is_ascii() {
+        return None;
+    }
     let designated = s.ends_with('Z')
         || s.ends_with('z')
         || s.get(10..)

@@ -180,11 +180,8 @@ impl CycleBody {
     pub fn into_command(self, producer_sub: Option<&str>) -> Result<Cycle, ApiError> {
         let query_id = required("query_id", self.query_id)?;
         let partition_id = required("partition_id", self.partition_id)?;
-        // As on the public broker: no group is the queue-mode group.
-        let group = self
-            .consumer_group
-            .filter(|g| !g.is_empty())
-            .unwrap_or_else(|| crate::engine::QUEUE_MODE.to_string());
+        // No group: the claim's default (the engine names it from the query).
+        let group = self.consumer_group.filter(|g| !g.is_empty());
         let mut state_ops = Vec::new();
         for (i, op) in self.state_ops.unwrap_or_default().into_iter().enumerate() {
             let at = |f: &str| format!("state_ops[{i}].{f}");
