@@ -574,6 +574,8 @@ impl Client {
     /// # }
     /// ```
     pub async fn configure(&self, queue: &str, options: QueueOptions) -> Result<QueueConfig> {
+        /// Queen v0's default `leaseTime` (what it stores when none is sent).
+        const V0_DEFAULT_LEASE_SECONDS: u64 = 300;
         validate::name("configure", queue)?;
         let mut body = json!({ "queue": queue });
         if let Some(ns) = &options.namespace {
@@ -587,14 +589,36 @@ impl Client {
             m.remove("namespace");
             m.remove("task");
         }
-        body["options"] = wire;
+        // No option set: no `options` object at all, never an empty one.
+        let sets_nothing = wire.as_object().is_none_or(|m| m.is_empty());
+        if !sets_nothing {
+            body["options"] = wire;
+        }
         if options.replace {
             body["mode"] = "replace".into();
         }
-        let answer = self
+        let mut b = self
             .post("/api/v1/configure", render(&body)?, Replay::Safe)
-            .await?;
-        let b = answer.value()?;
+            .await?
+            .value()?;
+        // Queen v0 (the PostgreSQL broker) stores a configure that sets nothing, then
+        // fails to cache it and answers 200 `{"error": "[json.exception.type_error.306]
+        // cannot use value() with null"}`. Its configure always resets every option not
+        // sent to its default, so the same call with one of its defaults stated asks for
+        // exactly what the first one did, and is answered.
+        if sets_nothing
+            && options.namespace.is_none()
+            && options.task.is_none()
+            && b.get("error")
+                .and_then(Value::as_str)
+                .is_some_and(|e| e.contains("cannot use value() with null"))
+        {
+            body["options"] = json!({ "leaseTime": V0_DEFAULT_LEASE_SECONDS });
+            b = self
+                .post("/api/v1/configure", render(&body)?, Replay::Safe)
+                .await?
+                .value()?;
+        }
         if let Some(e) = b.get("error").and_then(Value::as_str) {
             return Err(Error::Api {
                 status: 200,

@@ -68,9 +68,11 @@ impl RollbackReason {
     /// Classifies a rollback that came without a `reason` (Queen v0 answers only an
     /// `error` text) from that text: a duplicate pushed `transactionId` (v0's unique
     /// constraint on `(partition, transaction_id)`, or a `QDUP` error) is
-    /// [`RollbackReason::Duplicate`]; a refused ack (`ACK operation failed: ...`,
-    /// `Invalid or expired lease`, a `QTXN` error) is [`RollbackReason::RejectedAck`];
-    /// anything else is [`RollbackReason::Other`] with the text kept whole.
+    /// [`RollbackReason::Duplicate`]; a refused ack (`ACK operation failed: Invalid or
+    /// expired lease`, `... Message not found`, a `QTXN` or `QACK` error) is
+    /// [`RollbackReason::RejectedAck`]; anything else (v0's `ACK operation failed:
+    /// Unknown error` for a status it does not take, `Unknown operation type: ...`, a
+    /// database error) is [`RollbackReason::Other`] with the text kept whole.
     ///
     /// ```
     /// use queen_sdk::RollbackReason;
@@ -78,6 +80,11 @@ impl RollbackReason {
     /// assert_eq!(RollbackReason::from_error_text(dup), RollbackReason::Duplicate);
     /// let lease = "ACK operation failed: Invalid or expired lease";
     /// assert_eq!(RollbackReason::from_error_text(lease), RollbackReason::RejectedAck);
+    /// let gone = "ACK operation failed: Message not found";
+    /// assert_eq!(RollbackReason::from_error_text(gone), RollbackReason::RejectedAck);
+    /// // v0's answer to an ack status its transaction does not take: kept, not a refusal.
+    /// let status = "ACK operation failed: Unknown error";
+    /// assert_eq!(RollbackReason::from_error_text(status), RollbackReason::Other(status.into()));
     /// assert_eq!(
     ///     RollbackReason::from_error_text("out of memory"),
     ///     RollbackReason::Other("out of memory".into())
@@ -90,8 +97,12 @@ impl RollbackReason {
         {
             Self::Duplicate
         } else if error.starts_with("QTXN")
-            || lower.starts_with("ack operation failed")
+            || error.starts_with("QACK")
             || lower.contains("invalid or expired lease")
+            || lower.contains("message not found")
+            // v0 says `ACK operation failed: Unknown error` for an ack status its
+            // transaction does not take (`retry`): not a refusal of the ack's lease.
+            || (lower.starts_with("ack operation failed") && !lower.ends_with("unknown error"))
         {
             Self::RejectedAck
         } else {

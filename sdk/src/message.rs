@@ -889,7 +889,18 @@ impl Client {
         if acknowledgments.is_empty() {
             return Ok(Vec::new());
         }
-        let body = object([("acknowledgments", Value::Array(acknowledgments))]);
+        // Queen v0 reads only the call's top-level `consumerGroup` (defaulting to queue
+        // mode) and ignores each item's, so a named group's acks would all be refused
+        // there; Queen 2 takes both. Send it when one group owns the whole call.
+        let group = acks[0].0.consumer_group.as_str();
+        let body = if acks.iter().all(|(m, ..)| m.consumer_group == group) {
+            object([
+                ("acknowledgments", Value::Array(acknowledgments)),
+                ("consumerGroup", Value::String(group.to_string())),
+            ])
+        } else {
+            object([("acknowledgments", Value::Array(acknowledgments))])
+        };
         let answer = self
             .post("/api/v1/ack/batch", render(&body)?, Replay::Safe)
             .await?;

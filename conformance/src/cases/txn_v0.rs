@@ -9,11 +9,22 @@
 //! [`crate::profile::V0_WAIVED`]). These cases check only what the page says, so they
 //! hold on Queen 2 too (where the two pages agree) and run in every profile; the page's
 //! error texts (`QDUP`, `QTXN`) are checked by prefix only, as the page quotes them.
+//!
+//! One MUST, one case: a rollback case checks that the call rolled back (`success:
+//! false`, an `error` text, HTTP 200, nothing written) and the text the page gives for
+//! that cause; that `results` is empty on failure is its own case
+//! (`txn.v0.rollback.results-empty`), so a broker that echoes the results of a
+//! rolled-back bundle fails that one rule once, not every rollback case. The page's
+//! rules no case can check from outside are left out: a foreign partition (needs a
+//! multi-tenant deployment), the 403 (needs auth on), the 413 (a 64 MiB body) and the
+//! 500 (no database connection).
 
 use serde_json::{Value, json};
 
-use super::core::{expect_keys, expect_no_messages, stored, txn_ids};
-use super::txn_acks::{QM, dlq_ids, expect_commit, push_all, take};
+use std::time::Duration;
+
+use super::core::{configure, expect_keys, expect_no_messages, stored, txn_ids};
+use super::txn_acks::{QM, ack_of, dlq_ids, expect_commit, push_all, take};
 use crate::case;
 use crate::case::{Case, Failure};
 use crate::ctx::{Ctx, expect, expect_eq, expect_status};
@@ -26,8 +37,10 @@ fn canary(q: &str) -> Value {
     ]})
 }
 
-/// Fails unless `out` is the page's rollback: `success: false`, an `error` text,
-/// `results: []` (the status, 200, is checked by [`Ctx::txn`]).
+/// Fails unless `out` is the page's rollback: `success: false` with an `error` text, in
+/// the same shape as a commit (`transactionId`, `success`, `error`, `results`); the
+/// status, 200, is checked by [`Ctx::txn`]. That `results` is empty is
+/// `txn.v0.rollback.results-empty`'s rule, not checked here.
 fn expect_v0_rollback(out: &Value) -> Result<String, Failure> {
     expect(
         out["success"] == json!(false) && out["error"].is_string(),
@@ -39,7 +52,11 @@ fn expect_v0_rollback(out: &Value) -> Result<String, Failure> {
         out,
         &["transactionId", "success", "error", "results"],
     )?;
-    expect_eq("results of a rollback", json!([]), &out["results"])?;
+    expect(
+        out["results"].is_array(),
+        "results: an array",
+        out["results"].to_string(),
+    )?;
     Ok(out["error"].as_str().unwrap_or_default().to_string())
 }
 
@@ -178,6 +195,73 @@ fn shape() -> Vec<Case> {
                     "two calls, two minted ids, neither a message's transactionId",
                     format!("{ids:?}"),
                 )
+            }
+        ),
+        case!(
+            "txn.v0.answer.result-keys",
+            Must,
+            "Push results carry `index`, `type: \"push\"`, `success`, `transactionId` (the deduplication key used), `messageId` and `queueName` [...] Ack results carry `index`, `type: \"ack\"`, `success`, `transactionId`, `error` and `dlq`. [...] every element of a successful `results` array says `success: true`",
+            [Core],
+            |cx: Ctx| async move {
+                let (q, out_q) = (cx.name("q"), cx.name("out"));
+                push_all(&cx, &q, "p", &["in-1"]).await?;
+                let b = take(&cx, &q, "p", QM, 1, None).await?;
+                let m = b.first();
+                let out = cx
+                    .txn(json!({
+                        "operations": [
+                            {"type": "ack", "transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                             "consumerGroup": QM, "status": "completed"},
+                            {"type": "push", "items": [{"queue": out_q, "partition": "p", "transactionId": "out-1", "payload": 2}]}
+                        ],
+                        "requiredLeases": [b.lease]
+                    }))
+                    .await?;
+                expect_commit(&out)?;
+                expect_keys("the answer", &out, &["transactionId", "success", "results"])?;
+                let (ack, push) = (&out["results"][0], &out["results"][1]);
+                expect_keys(
+                    "the ack result",
+                    ack,
+                    &["index", "type", "success", "transactionId", "error", "dlq"],
+                )?;
+                expect_keys(
+                    "the push result",
+                    push,
+                    &[
+                        "index",
+                        "type",
+                        "success",
+                        "transactionId",
+                        "messageId",
+                        "queueName",
+                    ],
+                )?;
+                expect_eq(
+                    "the ack result",
+                    json!([0, "ack", true, "in-1", null, false]),
+                    &json!([
+                        ack["index"],
+                        ack["type"],
+                        ack["success"],
+                        ack["transactionId"],
+                        ack["error"],
+                        ack["dlq"]
+                    ]),
+                )?;
+                expect_eq(
+                    "the push result",
+                    json!([1, "push", true, "out-1", out_q]),
+                    &json!([
+                        push["index"],
+                        push["type"],
+                        push["success"],
+                        push["transactionId"],
+                        push["queueName"]
+                    ]),
+                )?;
+                let stored = stored(&cx, &out_q).await?;
+                expect_eq("the messageId", push["messageId"].clone(), &stored[0]["id"])
             }
         ),
     ]
@@ -328,6 +412,58 @@ fn acks() -> Vec<Case> {
                 )
             }
         ),
+        case!(
+            "txn.v0.ack.error-recorded",
+            Must,
+            "`error` | string | absent; the reason recorded if this ack dead-letters",
+            [Core],
+            |cx: Ctx| async move {
+                let q = cx.name("q");
+                push_all(&cx, &q, "p", &["m"]).await?;
+                let b = take(&cx, &q, "p", QM, 1, None).await?;
+                let m = b.first();
+                let out = cx
+                    .txn(
+                        json!({"operations": [{"type": "ack", "transactionId": m["transactionId"],
+                        "partitionId": m["partitionId"], "consumerGroup": QM, "leaseId": b.lease,
+                        "status": "dlq", "error": "card declined"}]}),
+                    )
+                    .await?;
+                expect_commit(&out)?;
+                let r = cx.get(&format!("/api/v1/dlq?queue={q}&limit=1000")).await?;
+                crate::ctx::expect_status(&r, 200)?;
+                expect_eq(
+                    "the dead letter's errorMessage",
+                    "card declined",
+                    &r.body["messages"][0]["errorMessage"],
+                )
+            }
+        ),
+        case!(
+            "txn.v0.retry.ack-alone",
+            Must,
+            "The ack side of the retry is safe on its own: a second attempt at the same ack resolves at or below the cursor and is reported as already committed rather than double-committing",
+            [Core],
+            |cx: Ctx| async move {
+                let q = cx.name("q");
+                push_all(&cx, &q, "p", &["m", "n"]).await?;
+                let b = take(&cx, &q, "p", QM, 1, None).await?;
+                let m = b.first();
+                let body = json!({"operations": [{"type": "ack", "transactionId": m["transactionId"],
+                    "partitionId": m["partitionId"], "consumerGroup": QM, "status": "completed"}]});
+                expect_commit(&cx.txn(body.clone()).await?)?;
+                let again = cx.txn(body).await?;
+                expect_commit(&again)?;
+                expect_eq(
+                    "success of the repeated ack",
+                    true,
+                    &again["results"][0]["success"],
+                )?;
+                // Not double-committed: the next message is still there, once.
+                let next = take(&cx, &q, "p", QM, 10, None).await?;
+                expect_eq("what is left", json!(["n"]), &json!(next.ids()))
+            }
+        ),
     ]
 }
 
@@ -420,6 +556,70 @@ fn rollbacks() -> Vec<Case> {
                 expect_prefix(&error, "QDUP")?;
                 let m = stored(&cx, &out_q).await?;
                 expect_eq("stored", json!(["next-of-m"]), &json!(txn_ids(&m)))
+            }
+        ),
+        case!(
+            "txn.v0.rollback.results-empty",
+            Must,
+            "`results` | array | one element per flattened operation, indexed in request order; empty on failure [...] Failure keeps the same shape, with the reason at the top level (`\"results\": []`)",
+            [Core],
+            |cx: Ctx| async move {
+                let (q, src) = (cx.name("q"), cx.name("src"));
+                push_all(&cx, &src, "p", &["m"]).await?;
+                let b = take(&cx, &src, "p", QM, 1, None).await?;
+                let m = b.first();
+                let r = cx
+                    .txn(json!({"operations": [
+                        canary(&q),
+                        {"type": "ack", "transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                         "consumerGroup": QM, "leaseId": uuid::Uuid::now_v7().to_string()}
+                    ]}))
+                    .await?;
+                expect_v0_rollback(&r)?;
+                expect_eq("results of a rollback", json!([]), &r["results"])
+            }
+        ),
+        case!(
+            "txn.v0.rollback.expired-lease",
+            Must,
+            "If you did supply a lease and it is expired or wrong, the ack fails and the transaction rolls back (here: expired; the queue's `leaseTime` is 1 s)",
+            [Core, Time],
+            |cx: Ctx| async move {
+                let (q, src) = (cx.name("q"), cx.name("src"));
+                configure(&cx, &src, json!({"leaseTime": 1})).await?;
+                push_all(&cx, &src, "p", &["m"]).await?;
+                let b = take(&cx, &src, "p", QM, 1, Some(1)).await?;
+                tokio::time::sleep(Duration::from_millis(2500)).await;
+                let m = b.first();
+                let r = cx
+                    .txn(json!({"operations": [
+                        canary(&q),
+                        {"type": "ack", "transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                         "consumerGroup": QM, "leaseId": b.lease}
+                    ]}))
+                    .await?;
+                expect_v0_rollback(&r)?;
+                expect_no_messages(&cx, &q).await
+            }
+        ),
+        case!(
+            "txn.v0.rollback.beyond-batch",
+            Must,
+            "A transaction rolls back when: [...] a rejected ack: an invalid or expired lease, or a position beyond the leased batch (here: the lease covers m1 only, and the ack names m2)",
+            [Core],
+            |cx: Ctx| async move {
+                let (q, src) = (cx.name("q"), cx.name("src"));
+                push_all(&cx, &src, "p", &["m1", "m2"]).await?;
+                let b = take(&cx, &src, "p", QM, 1, None).await?;
+                expect_eq("the leased batch", json!(["m1"]), &json!(b.ids()))?;
+                let r = cx
+                    .txn(json!({"operations": [
+                        canary(&q),
+                        ack_of("m2", &b.first()["partitionId"], Some(b.lease.as_str()))
+                    ]}))
+                    .await?;
+                expect_v0_rollback(&r)?;
+                expect_no_messages(&cx, &q).await
             }
         ),
     ]
