@@ -43,6 +43,16 @@ pub enum Capability {
     /// Queen 2's consumer-progress rules (`wire.md` 4a): ack as commit, subscriptions
     /// per group, multi-partition pops, long polls woken by any partition.
     Cursor,
+    /// Reads by offset without a lease (`POST /api/v1/fetch`).
+    Fetch,
+    /// The stream runner's routes (`/streams/v1/*`): queries, claims, cycles, state.
+    Streams,
+    /// Ephemeral queues (`/api/v1/ephemeral/*`).
+    Ephemeral,
+    /// Administration by hand: a consumer group's subscription time and deletion
+    /// (`/api/v1/consumer-groups/{group}…`), and a dead letter retried or deleted
+    /// (`/api/v1/messages/{partitionId}/{transactionId}`).
+    Admin,
 }
 
 /// Why a case failed: what was expected, what was seen, and the exchange that showed it.
@@ -138,6 +148,26 @@ pub fn spec_section(id: &str) -> &'static str {
         ),
         ("txn.push", "transaction.md Push operation"),
         ("txn.v0", "transaction-v0-postgres.md"),
+        (
+            "surface.fetch",
+            "mock-broker/ROUTES.md §5.1 POST /api/v1/fetch; queen-mq 2.7.0 tests/reads.rs; queen-protocol fetch.rs",
+        ),
+        (
+            "surface.streams",
+            "mock-broker/ROUTES.md §9 Stream runner; queen-mq 2.7.0 tests/streams.rs",
+        ),
+        (
+            "surface.ephemeral",
+            "mock-broker/ROUTES.md §8 Ephemeral queues; queen-protocol 1.5.0 Ephemeral*",
+        ),
+        (
+            "surface.groups",
+            "mock-broker/ROUTES.md §4.4, §4.5 Consumer groups; queen-mq 2.7.0 tests/admin.rs",
+        ),
+        (
+            "surface.messages",
+            "mock-broker/ROUTES.md §3.3, §3.4 Messages by hand; queen-mq 2.7.0 tests/admin.rs, tests/coverage.rs",
+        ),
         (
             "prop.",
             "transaction.md Retries, Rollback reasons; wire.md §4a",

@@ -42,7 +42,8 @@ struct Args {
     #[arg(long, env = "QUEEN_TOKEN")]
     token: Option<String>,
     /// What the broker supports: queen2 (everything), queen2-fast (no real-time waits),
-    /// v0 (no KV, timers, positions, locks or Queen 2 consumer rules), or auto (probe
+    /// v0 (no KV, timers, positions, locks, Queen 2 consumer rules or the newer routes:
+    /// fetch, streams, ephemeral queues, administration), or auto (probe
     /// the broker with harmless requests, print what it has, skip what it lacks).
     #[arg(long, default_value = "queen2")]
     profile: String,

@@ -2,8 +2,10 @@
 //! `--profile auto`)?
 //!
 //! The probe sends harmless requests only: reads of names no one uses (a KV key, a
-//! timer, a lock), and on a queue and group of its own (`cf-probe-<uuid>`) two pushed
-//! messages, a pop, two acks and a position, then deletes that queue.
+//! timer, a lock, a stream query's state, an ephemeral queue's depth), and on a queue
+//! and group of its own (`cf-probe-<uuid>`) two pushed messages, a pop, two acks, a
+//! position, a read by offset, the group forgotten on that queue and a refused retry
+//! by hand of a message that is no dead letter, then deletes that queue.
 
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
@@ -245,6 +247,85 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
     );
     find(Capability::Cursor, cursor.0, cursor.1);
 
+    // Fetch: a read by offset of the probe's two messages (it takes no lease).
+    let fetched = cx
+        .post(
+            "/api/v1/fetch",
+            json!({"entries": [{"queue": q, "partition": "p", "offset": 0}]}),
+        )
+        .await;
+    find(
+        Capability::Fetch,
+        matches!(&fetched, Ok(r) if r.status == 200
+            && r.body["entries"][0]["records"].as_array().is_some_and(|a| a.len() == 2)),
+        answered("POST /api/v1/fetch of the two messages", &fetched),
+    );
+    // Streams: the state of a query no one registered is a verdict, not a 404.
+    let unknown_query = uuid::Uuid::now_v7().to_string();
+    let streams = cx
+        .post(
+            "/streams/v1/state/get",
+            json!({"query_id": unknown_query, "partition_id": "0"}),
+        )
+        .await;
+    find(
+        Capability::Streams,
+        matches!(&streams, Ok(r) if r.status == 200 && r.body["success"] == json!(false)),
+        answered("POST /streams/v1/state/get of an unknown query", &streams),
+    );
+    // Ephemeral: the depth of an ephemeral queue no one made.
+    let ephemeral = cx
+        .get(&format!("/api/v1/ephemeral/queues/{q}-e/depth"))
+        .await;
+    find(
+        Capability::Ephemeral,
+        matches!(&ephemeral, Ok(r) if r.status == 404
+            && r.body["code"] == json!("ephemeral_queue_not_found")),
+        answered(
+            "GET /api/v1/ephemeral/queues/{queue}/depth of none",
+            &ephemeral,
+        ),
+    );
+    // Admin: forgetting the probe's group on its queue, and a retry by hand of a
+    // message that is no dead letter (refused as not found).
+    let forgot = cx
+        .delete(&format!("/api/v1/consumer-groups/{g}/queues/{q}"))
+        .await;
+    let retried = match msgs.first() {
+        Some(m) => Some(
+            cx.post(
+                &format!(
+                    "/api/v1/messages/{}/{}/retry",
+                    m["partitionId"].as_str().unwrap_or_default(),
+                    m["transactionId"].as_str().unwrap_or_default()
+                ),
+                json!({}),
+            )
+            .await,
+        ),
+        None => None,
+    };
+    let forgot_ok =
+        matches!(&forgot, Ok(r) if r.status == 200 && r.body["deletedPartitions"].is_u64());
+    // A 404 about the message, not the route's own `no_such_route`.
+    let retried_ok = matches!(&retried, Some(Ok(r)) if r.status == 404
+        && r.body["code"].is_string() && r.body["code"] != json!("no_such_route"));
+    find(
+        Capability::Admin,
+        forgot_ok && retried_ok,
+        format!(
+            "{}; {}",
+            answered(
+                "DELETE /api/v1/consumer-groups/{group}/queues/{queue}",
+                &forgot
+            ),
+            match &retried {
+                Some(r) => answered("POST /api/v1/messages/{pid}/{txn}/retry of a live one", r),
+                None => "no message to retry".into(),
+            }
+        ),
+    );
+
     let kv = cx
         .post(
             "/api/v1/kv",
@@ -314,6 +395,10 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
         Capability::Kv,
         Capability::Timers,
         Capability::Locks,
+        Capability::Fetch,
+        Capability::Streams,
+        Capability::Ephemeral,
+        Capability::Admin,
     ];
     findings.sort_by_key(|f| order.iter().position(|c| *c == f.capability));
     Probe { findings, routes }

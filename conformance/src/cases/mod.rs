@@ -3,6 +3,11 @@
 mod core;
 mod cursor;
 mod props;
+mod surface_ephemeral;
+mod surface_fetch;
+mod surface_groups;
+mod surface_messages;
+mod surface_streams;
 mod txn_acks;
 mod txn_parts;
 mod txn_rollback;
@@ -17,6 +22,11 @@ pub fn all_cases() -> Vec<Case> {
     all.extend(core::cases());
     all.extend(cursor::cases());
     all.extend(props::cases());
+    all.extend(surface_ephemeral::cases());
+    all.extend(surface_fetch::cases());
+    all.extend(surface_groups::cases());
+    all.extend(surface_messages::cases());
+    all.extend(surface_streams::cases());
     all.extend(txn_acks::cases());
     all.extend(txn_parts::cases());
     all.extend(txn_rollback::cases());
