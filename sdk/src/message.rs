@@ -441,7 +441,13 @@ impl<T: DeserializeOwned> Pop<'_, T> {
             .client
             .call(Method::GET, &path, Some(&self.params), None, opts)
             .await?;
-        decode_messages(&answer)
+        let mut msgs = decode_messages(&answer)?;
+        // Queen v0 names the queue once, at the top of its pop answer, not on each
+        // message: the message is from the queue this pop asked for.
+        for m in msgs.iter_mut().filter(|m| m.queue.is_empty()) {
+            m.queue.clone_from(&self.queue);
+        }
+        Ok(msgs)
     }
 }
 
@@ -930,7 +936,19 @@ impl Client {
         let body = json!({ "seconds": by.as_secs().max(1) });
         let path = format!("/api/v1/lease/{}/extend", validate::segment(lease_id));
         let answer = self.post(&path, render(&body)?, Replay::Safe).await?;
-        let b = answer.value()?;
+        Ok(LeaseExtension::read(&answer.value()?))
+    }
+}
+
+impl LeaseExtension {
+    /// The extension an answer reports, as Queen 2 gives it (an object `{leaseId,
+    /// success, renewed, newExpiresAt, ...}`) or as Queen v0 does (an array of one
+    /// `{index, leaseId, success, expiresAt, error}`, without `renewed`).
+    pub(crate) fn read(answer: &Value) -> LeaseExtension {
+        let b = match answer {
+            Value::Array(items) => items.first().unwrap_or(&Value::Null),
+            other => other,
+        };
         let renewed = if b.get("success") == Some(&Value::Bool(true)) {
             b.get("renewed").and_then(Value::as_u64).unwrap_or(1)
         } else {
@@ -940,10 +958,10 @@ impl Client {
             .iter()
             .find_map(|k| b.get(*k).and_then(Value::as_str))
             .map(str::to_string);
-        Ok(LeaseExtension {
+        LeaseExtension {
             renewed,
             expires_at,
-        })
+        }
     }
 }
 

@@ -131,6 +131,8 @@ async fn the_pop_decodes_and_the_ack_push_step_commits() {
         ("customer-123", "billing")
     );
     assert_eq!(msg.data["order_id"], "order-7");
+    // v0 names the queue only at the top of its answer; a plain pop names it too.
+    assert_eq!(msg.queue, QUEUE);
     // v0 has no offsets nor delivery attempts: absent, not a decode error.
     assert_eq!((msg.offset, msg.delivery_attempt), (None, None));
 

@@ -3,16 +3,11 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::client::{Client, Replay};
-use crate::error::Result;
-use crate::json::render;
-use crate::message::LeaseExtension;
-use crate::validate;
+use crate::client::Client;
 
 /// Extends one batch's lease until every holder of it is gone; says when it is lost.
 #[derive(Debug)]
@@ -39,7 +34,7 @@ impl LeaseKeeper {
             loop {
                 tick.tick().await;
                 let sent = Instant::now();
-                match extend(&client, &lease_id, lease).await {
+                match client.extend_lease(&lease_id, lease).await {
                     Ok(ext) if ext.renewed > 0 => {
                         expires = sent + lease;
                         tracing::trace!(lease = %lease_id, expires_at = ?ext.expires_at, "lease extended");
@@ -101,57 +96,22 @@ impl Drop for LeaseKeeper {
     }
 }
 
-/// Extends `lease_id` to `by` from now, reading the answer as Queen 2 gives it (an object
-/// `{leaseId, success, renewed, newExpiresAt, ...}`) or as Queen v0 does (an array of
-/// one `{index, leaseId, success, expiresAt, error}`, without `renewed`).
-pub(crate) async fn extend(
-    client: &Client,
-    lease_id: &str,
-    by: Duration,
-) -> Result<LeaseExtension> {
-    let body = json!({ "seconds": by.as_secs().max(1) });
-    let path = format!("/api/v1/lease/{}/extend", validate::segment(lease_id));
-    let answer = client.post(&path, render(&body)?, Replay::Safe).await?;
-    Ok(read_extension(&answer.value()?))
-}
-
-/// The extension an answer reports (see [`extend`]).
-pub(crate) fn read_extension(answer: &Value) -> LeaseExtension {
-    let b = match answer {
-        Value::Array(items) => items.first().unwrap_or(&Value::Null),
-        other => other,
-    };
-    let renewed = if b.get("success") == Some(&Value::Bool(true)) {
-        b.get("renewed").and_then(Value::as_u64).unwrap_or(1)
-    } else {
-        0
-    };
-    let expires_at = ["newExpiresAt", "expiresAt", "lease_expires_at"]
-        .iter()
-        .find_map(|k| b.get(*k).and_then(Value::as_str))
-        .map(str::to_string);
-    LeaseExtension {
-        renewed,
-        expires_at,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
-    use super::read_extension;
+    use crate::message::LeaseExtension;
 
     #[test]
     fn reads_queen2_and_v0_extensions() {
-        let q2 = read_extension(&json!({"leaseId": "l", "success": true, "renewed": 2,
+        let q2 = LeaseExtension::read(&json!({"leaseId": "l", "success": true, "renewed": 2,
             "newExpiresAt": "2026-12-01T22:42:04Z", "expiresAt": "2026-12-01T22:42:04Z"}));
         assert_eq!(
             (q2.renewed, q2.expires_at.as_deref()),
             (2, Some("2026-12-01T22:42:04Z"))
         );
         // Queen v0 (queen-mq/queen ab23212): an array of one, no `renewed`.
-        let v0 = read_extension(
+        let v0 = LeaseExtension::read(
             &json!([{"error": null, "expiresAt": "2026-12-01T22:42:04.479Z",
             "index": 0, "leaseId": "l", "success": true}]),
         );
@@ -159,9 +119,9 @@ mod tests {
             (v0.renewed, v0.expires_at.as_deref()),
             (1, Some("2026-12-01T22:42:04.479Z"))
         );
-        let gone = read_extension(&json!([{"error": "Lease not found", "expiresAt": null,
+        let gone = LeaseExtension::read(&json!([{"error": "Lease not found", "expiresAt": null,
             "index": 0, "leaseId": "l", "success": false}]));
         assert_eq!((gone.renewed, gone.expires_at), (0, None));
-        assert_eq!(read_extension(&json!([])).renewed, 0);
+        assert_eq!(LeaseExtension::read(&json!([])).renewed, 0);
     }
 }

@@ -101,13 +101,8 @@ impl Poller {
             p = p.subscription(m);
         }
         match p.send().await {
-            Ok(mut msgs) => {
+            Ok(msgs) => {
                 self.backoff = None;
-                // Queen v0 names the queue once, at the top of its pop answer, not on
-                // each message: the message is from the queue this poll asked for.
-                for m in msgs.iter_mut().filter(|m| m.queue.is_empty()) {
-                    m.queue.clone_from(&s.queue);
-                }
                 Polled::Batch(msgs)
             }
             Err(e) if is_terminal(&e) => {
