@@ -138,6 +138,16 @@ async fn cycle(cx: &Ctx, body: Value) -> Result<Value, Failure> {
     Ok(r.body)
 }
 
+/// A registered query whose one message `m0` was folded with `ops` by a committed
+/// cycle (so its partition is fully read and idle): the query and that partition's id.
+async fn folded(cx: &Ctx, ops: Value) -> Result<(Query, Value), Failure> {
+    let s = query(cx).await?;
+    let m = batch(cx, &s, &["m0"]).await?;
+    let pid = m[0]["partitionId"].clone();
+    committed(cx, "the fold", full_cycle(&s, &m, ops, json!([]))).await?;
+    Ok((s, pid))
+}
+
 /// A cycle that must commit.
 async fn committed(cx: &Ctx, what: &str, body: Value) -> Result<Value, Failure> {
     let out = cycle(cx, body).await?;
@@ -260,11 +270,11 @@ fn registration() -> Vec<Case> {
             CHAIN,
             [Core, Streams],
             |cx: Ctx| async move {
-                let s = query(&cx).await?;
-                let m = batch(&cx, &s, &["m0"]).await?;
-                let pid = m[0]["partitionId"].clone();
-                let ops = json!([{"type": "upsert", "key": "k", "value": {"acc": 1}}]);
-                committed(&cx, "the fold", full_cycle(&s, &m, ops, json!([]))).await?;
+                let (s, pid) = folded(
+                    &cx,
+                    json!([{"type": "upsert", "key": "k", "value": {"acc": 1}}]),
+                )
+                .await?;
                 let name = cx.name("query");
                 let r = register(&cx, &name, &s.src, "h2", false).await?;
                 expect_status(&r, 409)?;
@@ -400,11 +410,11 @@ fn cycles() -> Vec<Case> {
             REFUSED,
             [Core, Streams],
             |cx: Ctx| async move {
-                let s = query(&cx).await?;
-                let m = batch(&cx, &s, &["m0"]).await?;
-                let pid = m[0]["partitionId"].clone();
-                let ops = json!([{"type": "upsert", "key": "k", "value": {"acc": 1}}]);
-                committed(&cx, "the fold", full_cycle(&s, &m, ops, json!([]))).await?;
+                let (s, pid) = folded(
+                    &cx,
+                    json!([{"type": "upsert", "key": "k", "value": {"acc": 1}}]),
+                )
+                .await?;
                 let c = claim(&cx, &s, json!([pid]), 30).await?;
                 expect_eq("the claim", json!(["claimed"]), &statuses(&c))?;
                 let lease = c["lease_id"].clone();
@@ -456,10 +466,7 @@ fn cycles() -> Vec<Case> {
             REFUSED,
             [Core, Streams, Time],
             |cx: Ctx| async move {
-                let s = query(&cx).await?;
-                let m = batch(&cx, &s, &["m0"]).await?;
-                let pid = m[0]["partitionId"].clone();
-                committed(&cx, "the fold", full_cycle(&s, &m, json!([]), json!([]))).await?;
+                let (s, pid) = folded(&cx, json!([])).await?;
                 let c = claim(&cx, &s, json!([pid]), 1).await?;
                 expect_eq("the claim", json!(["claimed"]), &statuses(&c))?;
                 // Past the claim's one second (with room for whole-second clocks).
