@@ -132,7 +132,6 @@ pub fn release_lease(
     }
     let lkey = Key::tenant(tenant).str(&lease.id).into_bytes();
     if let Some(mut rec) = tx.get::<LeaseRecord>(T::Leases, &lkey)? {
-        super::hints::note(tx, tenant, &rec.queue, pid);
         rec.claims.retain(|&p| p != pid);
         if rec.claims.is_empty() {
             tx.delete(T::Leases, lkey);

@@ -2,7 +2,7 @@
 
 use super::consumers::{self, StartAt};
 use super::queues::{PartitionEntry, Settings, get_queue, list_partitions, partition_key};
-use super::{hints, ids};
+use super::{ids, ready};
 use crate::error::EngineError;
 use crate::store::keys::{Key, KeyReader};
 use crate::store::records::{
@@ -82,11 +82,6 @@ impl PopOutcome {
         self.partitions_claimed >= req.partitions || self.messages.len() >= req.batch
     }
 }
-
-/// Where the next wildcard pop starts among a queue's partitions, so no partition
-/// starves; one counter per writer, in its memory.
-#[derive(Default)]
-struct Rotation(usize);
 
 /// Claims up to `req.batch` messages.
 pub fn pop(tx: &mut Tx, tenant: &str, req: &PopRequest) -> Result<PopOutcome, EngineError> {
@@ -178,6 +173,8 @@ fn matching_queues(
     Ok(out)
 }
 
+/// Claims from any partition of the queue with work, through the group's candidates
+/// ([`ready`]): the cost of a pop does not grow with the queue's partitions.
 fn claim_any(
     tx: &mut Tx,
     tenant: &str,
@@ -186,55 +183,16 @@ fn claim_any(
     req: &PopRequest,
     out: &mut PopOutcome,
 ) -> Result<(), StoreError> {
-    let turn = tx.with_memory(|r: &mut Rotation| {
-        r.0 = r.0.wrapping_add(1);
-        r.0 - 1
-    });
-    if !turn.is_multiple_of(hints::FULL_SCAN_EVERY) {
-        claim_hinted(tx, tenant, queue, q, req, out)?;
-        if out.is_full(req) {
-            return Ok(());
-        }
+    let group = req.group.as_str();
+    if !ready::is_built(tx, tenant, queue, group) {
+        let pids = list_partitions(tx, tenant, queue)?
+            .into_iter()
+            .map(|p| p.rec.id)
+            .collect();
+        ready::build(tx, tenant, queue, group, pids);
     }
-    let parts = list_partitions(tx, tenant, queue)?;
-    if parts.is_empty() {
-        return Ok(());
-    }
-    let start = turn % parts.len();
-    for i in 0..parts.len() {
-        if out.is_full(req) {
-            break;
-        }
-        claim(
-            tx,
-            tenant,
-            queue,
-            q,
-            &parts[(start + i) % parts.len()],
-            req,
-            out,
-        )?;
-    }
-    Ok(())
-}
-
-/// Most noted partitions one pop tries before it scans.
-const HINTS_PER_POP: usize = 32;
-
-/// Tries the partitions noted as possibly claimable (see [`hints`]), oldest first.
-fn claim_hinted(
-    tx: &mut Tx,
-    tenant: &str,
-    queue: &str,
-    q: &QueueRecord,
-    req: &PopRequest,
-    out: &mut PopOutcome,
-) -> Result<(), StoreError> {
-    for _ in 0..HINTS_PER_POP {
-        if out.is_full(req) {
-            break;
-        }
-        let Some(pid) = hints::take(tx, tenant, queue) else {
+    while !out.is_full(req) {
+        let Some(pid) = ready::take(tx, tenant, queue, group) else {
             break;
         };
         let pref_key = Key::tenant(tenant).u64(pid).into_bytes();
@@ -245,15 +203,66 @@ fn claim_hinted(
             continue;
         }
         let key = partition_key(tenant, queue, &pref.partition);
-        if let Some(rec) = tx.get::<PartitionRecord>(T::Partitions, &key)? {
-            let entry = PartitionEntry {
-                name: pref.partition,
-                rec,
-            };
-            claim(tx, tenant, queue, q, &entry, req, out)?;
+        let Some(rec) = tx.get::<PartitionRecord>(T::Partitions, &key)? else {
+            continue;
+        };
+        let entry = PartitionEntry {
+            name: pref.partition,
+            rec,
+        };
+        match claim(tx, tenant, queue, q, &entry, req, out)? {
+            Look::Leased(until) | Look::Hidden(until) => {
+                ready::not_before(tx, tenant, queue, group, pid, until);
+            }
+            // A claim's own row write tells the index what comes next (see `ready`).
+            Look::Claimed | Look::Nothing => {}
         }
     }
+    #[cfg(debug_assertions)]
+    if out.messages.is_empty() && !out.is_full(req) {
+        assert_nothing_claimable(tx, tenant, queue, req)?;
+    }
     Ok(())
+}
+
+/// The check behind `ready`'s completeness, in debug builds: a wildcard pop that found
+/// nothing through the candidates finds nothing by listing every partition either.
+#[cfg(debug_assertions)]
+fn assert_nothing_claimable(
+    tx: &mut Tx,
+    tenant: &str,
+    queue: &str,
+    req: &PopRequest,
+) -> Result<(), StoreError> {
+    for part in list_partitions(tx, tenant, queue)? {
+        if part.rec.next_offset == 0 {
+            continue;
+        }
+        let (c, _) = consumers::load(tx, tenant, queue, &part.rec, &req.group, req.start)?;
+        if consumers::live_lease(&c, tx.now).is_some() {
+            continue;
+        }
+        let found = deliverable(tx, tenant, part.rec.id, &c, 1)?;
+        assert!(
+            found.messages.is_empty(),
+            "ready index: partition {:?} of {queue:?} is claimable for {:?} but was not a candidate",
+            part.name,
+            req.group
+        );
+    }
+    Ok(())
+}
+
+/// What one look at a partition found.
+enum Look {
+    /// Messages were claimed from it.
+    Claimed,
+    /// The group's live lease holds it until then.
+    Leased(crate::clock::Micros),
+    /// Its next message is delayed until then.
+    Hidden(crate::clock::Micros),
+    /// Nothing to deliver (or no room left in the pop).
+    Nothing,
 }
 
 /// Claims one partition for the group if it has no live lease and has work.
@@ -265,23 +274,26 @@ fn claim(
     part: &PartitionEntry,
     req: &PopRequest,
     out: &mut PopOutcome,
-) -> Result<(), StoreError> {
+) -> Result<Look, StoreError> {
     let room = req.batch.saturating_sub(out.messages.len());
     if room == 0 || part.rec.next_offset == 0 {
-        return Ok(());
+        return Ok(Look::Nothing);
     }
     let pid = part.rec.id;
     let (mut c, stored) = consumers::load(tx, tenant, queue, &part.rec, &req.group, req.start)?;
-    if consumers::live_lease(&c, tx.now).is_some() {
-        return Ok(());
+    if let Some(lease) = c.lease.as_ref().filter(|l| l.expires_at > tx.now) {
+        return Ok(Look::Leased(lease.expires_at));
     }
-    let offsets = deliverable(tx, tenant, pid, &c, room)?;
+    let Deliverable {
+        messages: offsets,
+        hidden_until,
+    } = deliverable(tx, tenant, pid, &c, room)?;
     if offsets.is_empty() {
         // Record a first-time cursor so a `new` subscription keeps its starting point.
         if !stored {
             consumers::save(tx, tenant, pid, &req.group, &c);
         }
-        return Ok(());
+        return Ok(hidden_until.map_or(Look::Nothing, Look::Hidden));
     }
     // A lapsed lease ends here: its unacked messages are delivered again below.
     consumers::release_lease(tx, tenant, pid, &mut c)?;
@@ -323,21 +335,23 @@ fn claim(
     }
     consumers::save(tx, tenant, pid, &req.group, &c);
     out.partitions_claimed += 1;
-    Ok(())
+    Ok(Look::Claimed)
 }
 
 /// The next messages the group may receive from the partition, in order: from the
-/// cursor, skipping done ones, stopping at the first not yet visible.
+/// cursor, skipping done ones, stopping at the first not yet visible (and when that
+/// one becomes visible).
 fn deliverable(
     tx: &Tx,
     tenant: &str,
     pid: u64,
     c: &ConsumerRecord,
     room: usize,
-) -> Result<Vec<(u64, MessageRecord)>, StoreError> {
+) -> Result<Deliverable, StoreError> {
     let prefix = Key::tenant(tenant).u64(pid).into_bytes();
     let start = Key::tenant(tenant).u64(pid).u64(c.cursor).into_bytes();
     let mut out = Vec::new();
+    let mut hidden_until = None;
     let now = tx.now;
     tx.scan(T::Messages, &start, &prefix, |k, v| {
         let offset = u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8-byte offset"));
@@ -346,10 +360,22 @@ fn deliverable(
         }
         let m: MessageRecord = records::decode(v)?;
         if m.visible_at > now {
+            hidden_until = Some(m.visible_at);
             return Ok(false);
         }
         out.push((offset, m));
         Ok(out.len() < room)
     })?;
-    Ok(out)
+    Ok(Deliverable {
+        messages: out,
+        hidden_until,
+    })
+}
+
+/// What [`deliverable`] found.
+struct Deliverable {
+    /// The messages, by offset.
+    messages: Vec<(u64, MessageRecord)>,
+    /// When the message that stopped the scan becomes visible, if one did.
+    hidden_until: Option<crate::clock::Micros>,
 }

@@ -109,7 +109,6 @@ pub fn append(tx: &mut Tx, tenant: &str, msg: NewMessage) -> Result<Appended, St
         super::queues::partition_key(tenant, &msg.queue, &msg.partition),
         &part,
     );
-    super::hints::note(tx, tenant, &msg.queue, part.id);
     tx.woken.push((tenant.to_string(), msg.queue));
     Ok(Appended {
         message_id,

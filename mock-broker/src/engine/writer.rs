@@ -54,7 +54,11 @@ where
         let f = self.f.take().expect("a job runs once");
         let out = f(tx);
         match &out {
-            Ok(_) => tx.flush().map_err(Arc::new)?,
+            Ok(_) => {
+                tx.flush().map_err(Arc::new)?;
+                // What it wrote feeds the writer's in-memory indexes.
+                super::ready::observe(tx);
+            }
             // The batch's write transaction is no longer trustworthy: abandon it all,
             // keeping the cause for every caller.
             Err(EngineError::Storage(e)) => return Err(e.clone()),
@@ -200,7 +204,7 @@ fn run(
 ) {
     let mut live = count_live(&db);
     stats.live_bytes.store(live, Ordering::Relaxed);
-    // Caches and hints of this writer alone (see `store::Memory`).
+    // Caches and indexes of this writer alone (see `store::Memory`).
     let mut memory = Memory::default();
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
     // `Some(t)`: the disk filled and the storage reserve was given back (or last
@@ -257,6 +261,8 @@ fn run(
             }
             Err(e) => {
                 tracing::error!(error = %e, commands = n, "group commit failed; batch abandoned");
+                // The indexes saw the batch's commands as applied: start them afresh.
+                memory = Memory::default();
                 if let Some(why) = e.degradation() {
                     // redb refuses every call after an I/O error: open the file again
                     // now, so reads go on and the next batch can commit.

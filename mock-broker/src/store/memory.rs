@@ -1,7 +1,8 @@
-//! What the single writer remembers between commands: caches and hints, kept by type.
+//! What the single writer remembers between commands: caches and indexes, kept by type.
 //!
 //! Some engine state outlives a command but is not data: decoded queue records, the
-//! partitions a pop should try first, where the next wildcard pop starts. It belongs to
+//! partitions a wildcard pop may claim from (`engine::ready`), rebuilt from the file
+//! whenever the memory starts afresh (a start, a reopen, a batch that failed). It belongs to
 //! the writer that runs every command, not to the process: a thread-local or a static
 //! would be shared by every broker of a process (a test suite starting several) and is
 //! correct only while exactly one writer thread exists, which nothing in the types says.

@@ -22,7 +22,7 @@ use redb::{
 
 pub use handle::{DbHandle, Degradation, Health, Opener};
 pub use memory::Memory;
-pub use tx::{Room, Tables, Tx};
+pub use tx::{Change, Room, Tables, Tx};
 
 /// A storage failure. Never the client's fault: it maps to a 5xx.
 #[derive(Debug, thiserror::Error)]

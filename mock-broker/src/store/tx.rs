@@ -81,6 +81,26 @@ pub struct Tx<'a, 't> {
     pub(crate) woken: Vec<(String, String)>,
     flushed: bool,
     memory: &'a Memory,
+    /// Rows of the tables the engine indexes in memory that [`Tx::flush`] wrote.
+    changes: Vec<Change>,
+}
+
+/// A row a command wrote, as [`Tx::flush`] hands it on: the writes to the tables the
+/// engine keeps in-memory indexes of (which partitions a pop may claim from).
+#[derive(Debug)]
+pub enum Change {
+    /// A message was stored at this `messages` key.
+    Message {
+        /// (tenant, partition id, offset)
+        key: Vec<u8>,
+    },
+    /// A consumer group's row on a partition was written (`Some`) or removed (`None`).
+    Consumer {
+        /// (tenant, partition id, group)
+        key: Vec<u8>,
+        /// The encoded [`super::records::ConsumerRecord`].
+        row: Option<Vec<u8>>,
+    },
 }
 
 impl<'a, 't> Tx<'a, 't> {
@@ -93,11 +113,14 @@ impl<'a, 't> Tx<'a, 't> {
             woken: Vec::new(),
             flushed: false,
             memory,
+            changes: Vec::new(),
         }
     }
 
     /// Runs `f` on the writer's state of type `S` (see [`Memory`]). What is kept there
-    /// is a cache or a hint, never data: a command that rolls back leaves it as it is.
+    /// is a cache or an index, never data: a command that rolls back leaves it as it is,
+    /// so what a command changes there must hold whether or not it commits (an index
+    /// learns of committed writes through [`Tx::take_changes`] instead).
     pub fn with_memory<S: Default + 'static, R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
         self.memory.with(f)
     }
@@ -232,17 +255,24 @@ impl<'a, 't> Tx<'a, 't> {
         self.woken.clear();
     }
 
+    /// Takes the rows of indexed tables written by [`Tx::flush`] (see [`Change`]).
+    pub(crate) fn take_changes(&mut self) -> Vec<Change> {
+        std::mem::take(&mut self.changes)
+    }
+
     /// Writes the staged rows into the batch's tables.
     ///
     /// Keeps the live byte count exact from what redb hands back: the row each insert
-    /// replaced and each remove took out.
+    /// replaced and each remove took out. The rows written to `messages` and
+    /// `consumers` are kept as [`Change`]s (moved, not copied) for the engine's
+    /// in-memory indexes: only what a command that succeeded wrote reaches them.
     pub(crate) fn flush(&mut self) -> Result<(), StoreError> {
         let (mut added, mut freed) = (0u64, 0u64);
         for (i, m) in self.overlay.iter_mut().enumerate() {
             self.flushed |= !m.is_empty();
             let table = &mut self.tables.tables[i];
             for (k, v) in std::mem::take(m) {
-                let old = match v {
+                let old = match &v {
                     Some(v) => {
                         added += (k.len() + v.len()) as u64;
                         table.insert(k.as_slice(), v.as_slice())?
@@ -251,6 +281,13 @@ impl<'a, 't> Tx<'a, 't> {
                 };
                 if let Some(old) = old {
                     freed += (k.len() + old.value().len()) as u64;
+                }
+                if i == T::Messages as usize {
+                    if v.is_some() {
+                        self.changes.push(Change::Message { key: k });
+                    }
+                } else if i == T::Consumers as usize {
+                    self.changes.push(Change::Consumer { key: k, row: v });
                 }
             }
         }
