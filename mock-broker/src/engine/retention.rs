@@ -13,12 +13,13 @@
 //! message and stops at the first one it keeps. Cursors, leases and offsets are left as
 //! they are: a pop skips the gap, and an ack of a deleted message is unresolved. A
 //! message's dedup entry goes with it, so after retention its `transactionId` is new
-//! again. Sweeps run through the writer like every other write, in bounded steps, so a
-//! large backlog is worked off over several sweeps instead of stalling other commands.
+//! again. Sweeps run through the writer like every other write, in bounded steps (in
+//! messages deleted and in partitions visited, each sweep going on where the last
+//! stopped), so a large backlog or a wide queue is worked off over several sweeps
+//! instead of stalling other commands.
 
-use super::queues::list_partitions;
 use crate::store::keys::{Key, KeyReader};
-use crate::store::records::{self, MessageRecord, QueueRecord, TxnRef};
+use crate::store::records::{self, MessageRecord, PartitionRecord, QueueRecord, TxnRef};
 use crate::store::{StoreError, T, Tx};
 
 /// Most messages one sweep deletes; the rest waits for the next sweep.
@@ -47,8 +48,20 @@ impl Policy {
     }
 }
 
-/// Deletes up to `budget` messages that retention no longer keeps, over every tenant's
-/// queues. Answers how many it deleted.
+/// Most partitions one sweep visits. A sweep goes on where the last one stopped, so a
+/// queue of 100,000 partitions is covered in 25 sweeps (25 s at one sweep a second)
+/// instead of each sweep holding the writer for a walk of all of them: on such a queue
+/// one unbounded sweep took longer than the whole second it runs in.
+pub const PARTITIONS_PER_SWEEP: usize = 4096;
+
+/// Where the next sweep starts: the `partitions` key (inclusive) after the last one
+/// visited, in the writer's memory. `None`: from the first.
+#[derive(Default)]
+struct Resume(Option<Vec<u8>>);
+
+/// Deletes up to `budget` messages that retention no longer keeps, over the partitions
+/// of every tenant's retained queues, at most [`PARTITIONS_PER_SWEEP`] of them, from
+/// where the last sweep stopped. Answers how many it deleted.
 pub fn sweep(tx: &mut Tx, budget: usize) -> Result<usize, StoreError> {
     let mut queues = Vec::new();
     tx.scan(T::Queues, &[], &[], |k, v| {
@@ -56,20 +69,91 @@ pub fn sweep(tx: &mut Tx, budget: usize) -> Result<usize, StoreError> {
         if let (Some(tenant), Some(queue)) = (r.str(), r.str())
             && let Some(p) = Policy::of(&*super::queues::decode_queue(tx, v)?)
         {
-            queues.push((tenant, queue, p));
+            queues.push((Key::tenant(&tenant).str(&queue).into_bytes(), tenant, p));
         }
         Ok(true)
     })?;
-    let mut deleted = 0;
-    for (tenant, queue, policy) in queues {
-        for part in list_partitions(tx, &tenant, &queue)? {
-            if deleted >= budget {
-                return Ok(deleted);
+    let resume = tx.with_memory(|r: &mut Resume| r.0.take());
+    let mut walk = Walk {
+        deleted: 0,
+        visited: 0,
+        budget,
+        next: None,
+    };
+    // From the resume point to the end; then, with visits to spare, from the start up
+    // to the resume point.
+    let passes = [(resume.clone(), None), (None, resume)];
+    'passes: for (from, until) in passes {
+        for (prefix, tenant, policy) in &queues {
+            let start = match &from {
+                Some(f) if f.as_slice() > prefix.as_slice() => f.clone(),
+                _ => prefix.clone(),
+            };
+            if !walk.queue(tx, tenant, prefix, &start, until.as_deref(), *policy)? {
+                break 'passes;
             }
-            deleted += trim(tx, &tenant, part.rec.id, policy, budget - deleted)?;
+        }
+        if from.is_none() {
+            break;
         }
     }
-    Ok(deleted)
+    tx.with_memory(|r: &mut Resume| r.0 = walk.next);
+    Ok(walk.deleted)
+}
+
+/// One sweep's progress.
+struct Walk {
+    deleted: usize,
+    visited: usize,
+    budget: usize,
+    /// Where the next sweep starts, once this one has run out of visits or budget.
+    next: Option<Vec<u8>>,
+}
+
+impl Walk {
+    /// Trims the queue's partitions from `start` (a `partitions` key), stopping before
+    /// `until`. Answers `false` once the sweep has spent its visits or its budget.
+    fn queue(
+        &mut self,
+        tx: &mut Tx,
+        tenant: &str,
+        prefix: &[u8],
+        start: &[u8],
+        until: Option<&[u8]>,
+        policy: Policy,
+    ) -> Result<bool, StoreError> {
+        let room = PARTITIONS_PER_SWEEP - self.visited;
+        let mut parts: Vec<(Vec<u8>, u64)> = Vec::new();
+        let mut more = false;
+        tx.scan(T::Partitions, start, prefix, |k, v| {
+            if until.is_some_and(|u| k >= u) {
+                return Ok(false);
+            }
+            if parts.len() == room {
+                more = true;
+                return Ok(false);
+            }
+            let rec: PartitionRecord = records::decode(v)?;
+            parts.push((k.to_vec(), rec.id));
+            Ok(true)
+        })?;
+        for (key, pid) in parts {
+            self.deleted += trim(tx, tenant, pid, policy, self.budget - self.deleted)?;
+            self.visited += 1;
+            if self.deleted >= self.budget {
+                // This partition may have more to delete: start the next sweep on it.
+                self.next = Some(key);
+                return Ok(false);
+            }
+            let mut after = key;
+            after.push(0);
+            self.next = Some(after);
+        }
+        if more {
+            return Ok(false);
+        }
+        Ok(self.visited < PARTITIONS_PER_SWEEP)
+    }
 }
 
 /// Deletes the head of one partition's log that `policy` no longer keeps.
