@@ -11,7 +11,9 @@ use anyhow::Context as _;
 use axum::body::Bytes;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
-use queen_sdk::{Client, Commit, Message, PushItem, QUEUE_MODE, RetryPolicy, Ttl};
+use queen_sdk::{
+    AckStatus, Client, Commit, Message, PushItem, QUEUE_MODE, RetryPolicy, SubscriptionMode, Ttl,
+};
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use serde::{Deserialize, Serialize};
@@ -87,6 +89,12 @@ pub(crate) struct Names {
     pub orders_ns: String,
     /// `seed-step`'s `once` markers.
     pub paid_ns: String,
+    /// The background messages of `--stored-messages`.
+    pub stored: String,
+    /// The namespace of `--stored-kv`'s keys.
+    pub stored_ns: String,
+    /// The queue `--stored-timers`' timers would fire into.
+    pub stored_timers: String,
 }
 
 impl Names {
@@ -98,6 +106,9 @@ impl Names {
             reminders: format!("load-reminders-{run}"),
             orders_ns: format!("load-orders-{run}"),
             paid_ns: format!("load-paid-{run}"),
+            stored: format!("load-stored-{run}"),
+            stored_ns: format!("load-stored-{run}"),
+            stored_timers: format!("load-stored-timers-{run}"),
         }
     }
 }
@@ -111,6 +122,18 @@ pub(crate) struct Plan {
     pub noop: bool,
     /// ...unless this is set: then the pop is sent, and the no-op answers a canned one.
     pub noop_pop: bool,
+    /// Most messages a pop of `pop` and `pop-ack` asks for.
+    pub batch: u32,
+    /// 0: the competing consumers (queue mode); otherwise worker `w` pops as consumer
+    /// group `g{w % groups}`, subscription mode `all` (`pop` and `pop-ack`).
+    pub groups: usize,
+}
+
+impl Plan {
+    /// The consumer group worker `w` pops as, if not queue mode.
+    pub fn group(&self, worker: usize) -> Option<String> {
+        (self.groups > 0).then(|| format!("g{}", worker % self.groups))
+    }
 }
 
 /// How one operation ended.
@@ -130,9 +153,10 @@ pub(crate) enum Outcome {
 #[derive(Debug)]
 pub(crate) struct Step {
     pub outcome: Outcome,
-    /// A message was popped (it counts against the pre-filled input).
-    pub popped: bool,
-    /// How long the write call took (the transaction alone, for the popping shapes).
+    /// Messages popped (they count against the pre-filled input).
+    pub popped: u64,
+    /// How long the write call took (the transaction alone, for `ack-push` and
+    /// `seed-step`; the ack alone for `pop-ack`; the pop itself for `pop`).
     pub commit: Option<Duration>,
 }
 
@@ -140,7 +164,7 @@ impl Step {
     fn new(outcome: Outcome) -> Step {
         Step {
             outcome,
-            popped: false,
+            popped: 0,
             commit: None,
         }
     }
@@ -201,6 +225,11 @@ struct RawCommit {
 #[derive(Deserialize)]
 struct RawPushed {
     status: String,
+}
+
+#[derive(Deserialize)]
+struct RawAck {
+    success: bool,
 }
 
 /// A JSON string literal.
@@ -305,9 +334,12 @@ async fn sdk_op(c: &Client, plan: &Plan, worker: usize, seq: u64, deadline: Inst
         };
         return Step {
             outcome,
-            popped: false,
+            popped: 0,
             commit,
         };
+    }
+    if plan.shape.pops_only() {
+        return sdk_pop(c, plan, worker).await;
     }
     let (msg, popped) = if plan.noop && !plan.noop_pop {
         let key = synthetic_key(worker, seq);
@@ -377,8 +409,67 @@ async fn sdk_op(c: &Client, plan: &Plan, worker: usize, seq: u64, deadline: Inst
     };
     Step {
         outcome,
+        popped: u64::from(popped),
+        commit,
+    }
+}
+
+/// `pop` and `pop-ack` through the SDK: one wildcard pop of up to `plan.batch` messages
+/// that does not wait (`autoAck` for `pop`; leased for `pop-ack`, then one batch ack of
+/// everything it delivered, `completed`, under the lease).
+async fn sdk_pop(c: &Client, plan: &Plan, worker: usize) -> Step {
+    let mut pop = c.pop::<Event>(&plan.names.input).batch(plan.batch);
+    if let Some(g) = plan.group(worker) {
+        pop = pop.group(g).subscription(SubscriptionMode::All);
+    }
+    if plan.shape == Shape::Pop {
+        pop = pop.auto_ack();
+    }
+    let t = Instant::now();
+    let got = pop.send().await;
+    let pop_took = t.elapsed();
+    let msgs = match got {
+        Ok(v) if !v.is_empty() => v,
+        Ok(_) => return Step::new(Outcome::Empty),
+        Err(e) => return Step::new(sdk_error(e)),
+    };
+    let popped = msgs.len() as u64;
+    if plan.shape == Shape::Pop {
+        return Step {
+            outcome: Outcome::Done,
+            popped,
+            commit: Some(pop_took),
+        };
+    }
+    let acks: Vec<(&Message<Event>, AckStatus)> =
+        msgs.iter().map(|m| (m, AckStatus::Completed)).collect();
+    let t = Instant::now();
+    let out = c.ack_batch(&acks).await;
+    let commit = Some(t.elapsed());
+    let outcome = match out {
+        Ok(v) => ack_verdicts(v.iter().map(|a| a.success), v.len(), acks.len()),
+        Err(e) => sdk_error(e),
+    };
+    Step {
+        outcome,
         popped,
         commit,
+    }
+}
+
+/// The outcome of a batch ack of `sent` messages answered with `got` verdicts.
+fn ack_verdicts(successes: impl Iterator<Item = bool>, got: usize, sent: usize) -> Outcome {
+    if got != sent {
+        return Outcome::Error(
+            "decode".into(),
+            format!("{got} ack verdicts for {sent} acks"),
+        );
+    }
+    let refused = successes.filter(|ok| !ok).count();
+    if refused > 0 {
+        Outcome::RolledBack("ack_refused".into())
+    } else {
+        Outcome::Done
     }
 }
 
@@ -418,15 +509,21 @@ impl Raw {
         self.send(req).await
     }
 
+    /// One long-polled pop of one message (`ack-push`, `seed-step`).
     async fn pop(&self, queue: &str, deadline: Instant) -> Result<Option<Popped>, Outcome> {
-        let url = format!(
-            "{}/api/v1/pop/queue/{queue}?batch=1&wait=true&timeout={}",
-            self.base,
+        let query = format!(
+            "batch=1&wait=true&timeout={}",
             pop_wait(deadline).as_millis()
         );
+        Ok(self.pop_with(queue, &query).await?.into_iter().next())
+    }
+
+    /// A wildcard pop of `queue` with `query`: the messages delivered (none when empty).
+    async fn pop_with(&self, queue: &str, query: &str) -> Result<Vec<Popped>, Outcome> {
+        let url = format!("{}/api/v1/pop/queue/{queue}?{query}", self.base);
         let (status, body) = self.send(self.http.get(url)).await?;
         if status == StatusCode::NO_CONTENT || body.is_empty() {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         let pop: RawPop = serde_json::from_slice(&body)
             .map_err(|e| Outcome::Error("decode".into(), format!("pop answer: {e}")))?;
@@ -436,14 +533,57 @@ impl Raw {
                 pop.error.unwrap_or_default(),
             ));
         }
-        Ok(pop.messages.into_iter().next().map(|m| Popped {
-            transaction_id: m.transaction_id,
-            partition_id: m.partition_id,
-            lease_id: m.lease_id,
-            consumer_group: m.consumer_group,
-            partition: m.partition,
-            data: m.data,
-        }))
+        Ok(pop
+            .messages
+            .into_iter()
+            .map(|m| Popped {
+                transaction_id: m.transaction_id,
+                partition_id: m.partition_id,
+                lease_id: m.lease_id,
+                consumer_group: m.consumer_group,
+                partition: m.partition,
+                data: m.data,
+            })
+            .collect())
+    }
+
+    /// `pop` and `pop-ack` over bare HTTP: the same pop as the SDK's (plus an explicit
+    /// `wait=false`, the broker's default, which the SDK leaves out), then for `pop-ack`
+    /// `POST /api/v1/ack/batch` with the body the SDK renders.
+    async fn pop_op(&self, plan: &Plan, worker: usize) -> Step {
+        let t = Instant::now();
+        let msgs = match self
+            .pop_with(&plan.names.input, &pop_query(plan, worker))
+            .await
+        {
+            Ok(v) if !v.is_empty() => v,
+            Ok(_) => return Step::new(Outcome::Empty),
+            Err(o) => return Step::new(o),
+        };
+        let pop_took = t.elapsed();
+        let popped = msgs.len() as u64;
+        if plan.shape == Shape::Pop {
+            return Step {
+                outcome: Outcome::Done,
+                popped,
+                commit: Some(pop_took),
+            };
+        }
+        let t = Instant::now();
+        let out = self.post("/api/v1/ack/batch", ack_body(&msgs)).await;
+        let commit = Some(t.elapsed());
+        let outcome = match out {
+            Ok((_, b)) => match serde_json::from_slice::<Vec<RawAck>>(&b) {
+                Ok(v) => ack_verdicts(v.iter().map(|a| a.success), v.len(), msgs.len()),
+                Err(e) => Outcome::Error("decode".into(), format!("ack answer: {e}")),
+            },
+            Err(o) => o,
+        };
+        Step {
+            outcome,
+            popped,
+            commit,
+        }
     }
 
     async fn op(&self, plan: &Plan, worker: usize, seq: u64, deadline: Instant) -> Step {
@@ -476,9 +616,12 @@ impl Raw {
             };
             return Step {
                 outcome,
-                popped: false,
+                popped: 0,
                 commit,
             };
+        }
+        if plan.shape.pops_only() {
+            return self.pop_op(plan, worker).await;
         }
         let (msg, popped) = if plan.noop && !plan.noop_pop {
             let key = synthetic_key(worker, seq);
@@ -519,10 +662,58 @@ impl Raw {
         };
         Step {
             outcome,
-            popped,
+            popped: u64::from(popped),
             commit,
         }
     }
+}
+
+/// The query of a `pop` or `pop-ack` pop: the SDK's parameters in the SDK's order
+/// (`batch`, the group and its subscription mode, `autoAck`), then `wait=false`.
+fn pop_query(plan: &Plan, worker: usize) -> String {
+    let mut q = format!("batch={}", plan.batch);
+    if let Some(g) = plan.group(worker) {
+        let _ = write!(q, "&consumerGroup={g}&subscriptionMode=all");
+    }
+    if plan.shape == Shape::Pop {
+        q.push_str("&autoAck=true");
+    }
+    q.push_str("&wait=false");
+    q
+}
+
+/// The body of `POST /api/v1/ack/batch` completing every message of `msgs`, as the SDK
+/// renders it (keys in order, `consumerGroup` also at the top when one group owns all).
+fn ack_body(msgs: &[Popped]) -> String {
+    let mut b = String::with_capacity(64 + 200 * msgs.len());
+    b.push_str(r#"{"acknowledgments":["#);
+    for (i, m) in msgs.iter().enumerate() {
+        if i > 0 {
+            b.push(',');
+        }
+        let lease = if m.lease_id.is_empty() {
+            "null".to_string()
+        } else {
+            js(&m.lease_id)
+        };
+        let _ = write!(
+            b,
+            r#"{{"consumerGroup":{},"error":null,"leaseId":{lease},"partitionId":{},"status":"completed","transactionId":{}}}"#,
+            js(&m.consumer_group),
+            js(&m.partition_id),
+            js(&m.transaction_id),
+        );
+    }
+    b.push(']');
+    if let Some(first) = msgs.first()
+        && msgs
+            .iter()
+            .all(|m| m.consumer_group == first.consumer_group)
+    {
+        let _ = write!(b, r#","consumerGroup":{}"#, js(&first.consumer_group));
+    }
+    b.push('}');
+    b
 }
 
 /// The transaction body of a popping shape, field for field what the SDK renders, with
@@ -568,46 +759,6 @@ fn step_body(plan: &Plan, m: &Popped) -> String {
     b
 }
 
-/// Pushes `count` input events numbered from `first`, spread round-robin over the
-/// partitions `p0..p{partitions-1}`, in chunks, a few chunks in flight.
-pub(crate) async fn prefill(
-    client: &Client,
-    queue: &str,
-    partitions: usize,
-    first: u64,
-    count: u64,
-) -> anyhow::Result<()> {
-    const CHUNK: u64 = 1000;
-    const IN_FLIGHT: usize = 4;
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut next = first;
-    let end = first + count;
-    while next < end || !tasks.is_empty() {
-        while next < end && tasks.len() < IN_FLIGHT {
-            let upto = (next + CHUNK).min(end);
-            let items: Vec<PushItem> = (next..upto)
-                .map(|i| {
-                    PushItem::new(queue, &Event::new(&i.to_string(), i))
-                        .partition(format!("p{}", i % partitions as u64))
-                        .transaction_id(format!("order-{i}-paid"))
-                })
-                .collect();
-            let c = client.clone();
-            tasks.spawn(async move { c.push(items).await });
-            next = upto;
-        }
-        if let Some(done) = tasks.join_next().await {
-            let pushed = done
-                .context("a prefill task panicked")?
-                .context("pre-filling the input queue")?;
-            if let Some(bad) = pushed.iter().find(|p| p.status != "queued") {
-                anyhow::bail!("pre-filling: an item came back {:?}", bad.status);
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -619,6 +770,8 @@ mod tests {
             partitions: 4,
             noop: false,
             noop_pop: false,
+            batch: 1,
+            groups: 0,
         }
     }
 
@@ -652,5 +805,62 @@ mod tests {
         assert_eq!(b["operations"][1]["items"][0]["queue"], "load-out-t");
         assert_eq!(b["operations"][1]["items"][0]["partition"], "p3");
         assert!(b.get("kv").is_none());
+    }
+
+    #[test]
+    fn raw_pops_and_acks_are_what_the_sdk_sends() {
+        let mut p = plan(Shape::Pop);
+        p.batch = 10;
+        assert_eq!(pop_query(&p, 5), "batch=10&autoAck=true&wait=false");
+        p.shape = Shape::PopAck;
+        p.groups = 4;
+        assert_eq!(
+            pop_query(&p, 5),
+            "batch=10&consumerGroup=g1&subscriptionMode=all&wait=false"
+        );
+
+        let mut second = popped();
+        second.transaction_id = "order-8-paid".into();
+        let b: serde_json::Value = serde_json::from_str(&ack_body(&[popped(), second])).unwrap();
+        let acks = b["acknowledgments"].as_array().unwrap();
+        assert_eq!(acks.len(), 2);
+        assert_eq!(acks[1]["transactionId"], "order-8-paid");
+        assert_eq!(acks[0]["leaseId"], "L");
+        assert_eq!(acks[0]["partitionId"], "42");
+        assert_eq!(acks[0]["status"], "completed");
+        assert_eq!(b["consumerGroup"], QUEUE_MODE);
+    }
+
+    /// The raw ack body is the SDK's, byte for byte.
+    #[test]
+    fn the_raw_ack_body_is_the_sdks() {
+        let m = popped();
+        let msg = Message {
+            id: "m".into(),
+            transaction_id: m.transaction_id.clone(),
+            data: m.data.clone(),
+            partition_id: m.partition_id.clone(),
+            partition: m.partition.clone(),
+            lease_id: m.lease_id.clone(),
+            consumer_group: m.consumer_group.clone(),
+            queue: "q".into(),
+            offset: None,
+            delivery_attempt: None,
+            trace_id: None,
+            producer_sub: None,
+            created_at: String::new(),
+        };
+        let sdk = serde_json::json!({
+            "acknowledgments": [{
+                "transactionId": msg.transaction_id,
+                "partitionId": msg.partition_id,
+                "consumerGroup": msg.consumer_group,
+                "leaseId": msg.lease_id,
+                "status": "completed",
+                "error": null,
+            }],
+            "consumerGroup": msg.consumer_group,
+        });
+        assert_eq!(ack_body(&[m]), serde_json::to_string(&sdk).unwrap());
     }
 }

@@ -1,15 +1,19 @@
 //! # queen-load
 //!
 //! The load generator behind the `load` binary: throughput, latency and the group commit
-//! of `push`, `ack-push` and `seed-step`, through the SDK or bare HTTP, against an
-//! embedded durable broker, a broker at `--url`, or a no-op baseline server.
+//! of `push`, `ack-push`, `seed-step`, `pop` and `pop-ack`, through the SDK or bare HTTP,
+//! against an embedded durable broker, a broker at `--url`, or a no-op baseline server.
 //!
 //! ```sh
 //! cargo run --release -p queen-load -- --shape ack-push --concurrency 64 --duration 5
 //! cargo run --release -p queen-load -- --shape seed-step --mode raw --json
 //! cargo run --release -p queen-load -- --shape ack-push --against-noop --mode raw
 //! cargo run --release -p queen-load -- --serve-noop --listen 127.0.0.1:7000
-//! bash examples/load/run-all.sh     # every shape at 1, 64 and 256 workers, with ratios
+//! cargo run --release -p queen-load -- --shape pop --partitions 100000 --prefill 200000
+//! cargo run --release -p queen-load -- --shape ack-push --stored-messages 1000000 --stored-kv 100000
+//! bash examples/load/run-all.sh          # push, ack-push, seed-step at 1, 64, 256 workers, with ratios
+//! bash examples/load/partition-curve.sh  # pop and pop-ack over 64 to 100,000 partitions
+//! bash examples/load/stored-data.sh      # push, ack-push, seed-step: empty vs lots of stored data
 //! ```
 //!
 //! `--concurrency` workers each run one operation after another until the deadline:
@@ -19,11 +23,24 @@
 //! | `push` | one push call of one item with a deterministic `transactionId` |
 //! | `ack-push` | a pop of one message (batch 1), then one transaction: its ack (fenced by the lease) and one push |
 //! | `seed-step` | a pop, then the seed's whole step (`spec/transaction.md`, Example): ack, receipt push, KV `put`, `once` marker, timer |
+//! | `pop` | one wildcard pop of up to `--batch` messages (default 1) with `autoAck`, not waiting |
+//! | `pop-ack` | one wildcard pop of up to `--batch` messages under a lease, not waiting, then one batch ack (`POST /api/v1/ack/batch`, `completed`) of all of them |
 //!
 //! The popping shapes read an input queue pre-filled (untimed) round-robin over
 //! `--partitions` partitions, so that concurrent workers do not queue behind one
 //! partition's lease; the input is topped up between the warm-up and the measured window
-//! from the warm-up's rate. A pop long-polls (at most 1 s, never past the deadline).
+//! from the warm-up's rate. A pop of `ack-push` and `seed-step` long-polls (at most 1 s,
+//! never past the deadline); one of `pop` and `pop-ack` does not wait, and a pop that
+//! finds nothing is counted as an empty pop, not an error. The messages the operations
+//! popped are counted beside them (msgs/s). `--groups G` makes `pop` and `pop-ack` pop
+//! as G consumer groups (worker i in `g{i % G}`, subscription mode `all`): each group
+//! reads the whole input, so the pre-fill and its top-up are sized per group.
+//!
+//! `--stored-messages`, `--stored-kv` and `--stored-timers` first store background data
+//! (untimed, in large calls, several in flight; the time is printed to stderr and kept
+//! in the report): messages in a queue of their own over `--stored-partitions`, KV keys,
+//! and timers 30 days ahead, so that a shape can be measured on an empty broker and on
+//! one holding a lot.
 //!
 //! `--mode sdk` drives `queen-sdk` (without retries, so that every failure counts);
 //! `--mode raw` sends the same bodies from templates with a bare reqwest client with the
@@ -32,7 +49,9 @@
 //! and the report adds its group commit over the window. `--against-noop` drives the
 //! no-op server instead (in-process, or the one at `--url` started with `--serve-noop`):
 //! each operation is then the shape's write call alone (no pop), on a synthetic message,
-//! or with `--noop-pop` a pop answered with one canned message and then the write call.
+//! or with `--noop-pop` a pop answered with one canned message and then the write call
+//! (`pop` and `pop-ack` always send their pop: the no-op answers it, and the ack, as one
+//! message and one verdict).
 //!
 //! Throughput counts the operations that succeeded and ended inside the window; errors
 //! and rollbacks are counted wherever they end. Every loop stops by itself at the
@@ -42,6 +61,7 @@
 #![warn(missing_docs)]
 
 mod driver;
+mod fill;
 mod noop;
 mod report;
 
@@ -57,7 +77,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-pub use report::{GroupCommit, Latency, Report};
+pub use report::{GroupCommit, Latency, Report, Stored};
 
 use driver::{Driver, Names, Outcome, Plan, Step};
 use report::{Latencies, Tally};
@@ -75,6 +95,11 @@ pub enum Shape {
     AckPush,
     /// Pop one message, then the seed's step: ack, push, KV put, `once`, timer.
     SeedStep,
+    /// One wildcard pop of up to `--batch` messages with `autoAck`, not waiting.
+    Pop,
+    /// One wildcard pop of up to `--batch` messages under a lease, not waiting, then one
+    /// batch ack (`completed`) of everything it delivered.
+    PopAck,
 }
 
 impl Shape {
@@ -83,7 +108,15 @@ impl Shape {
             Shape::Push => "push",
             Shape::AckPush => "ack-push",
             Shape::SeedStep => "seed-step",
+            Shape::Pop => "pop",
+            Shape::PopAck => "pop-ack",
         }
+    }
+
+    /// `pop` and `pop-ack`: the pop is the operation (there is no transaction), with
+    /// `--batch` and `--groups`.
+    pub(crate) fn pops_only(self) -> bool {
+        matches!(self, Shape::Pop | Shape::PopAck)
     }
 }
 
@@ -100,7 +133,7 @@ pub enum Mode {
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "load",
-    about = "Load generator for Queen: throughput, latency and the group commit of push, ack-push and seed-step"
+    about = "Load generator for Queen: throughput, latency and the group commit of push, ack-push, seed-step, pop and pop-ack"
 )]
 pub struct Args {
     /// The broker's base URL (loopback only). Without it, an embedded file-backed broker
@@ -127,9 +160,34 @@ pub struct Args {
     #[arg(long, default_value_t = 1.0)]
     pub warmup: f64,
     /// Input messages to pre-fill (default: sized from a guess, then topped up from
-    /// the warm-up's rate).
+    /// the warm-up's rate). Given, it is all there is: no top-up. With `--groups`, every
+    /// group reads the whole input, so this is per group.
     #[arg(long)]
     pub prefill: Option<u64>,
+    /// Most messages per pop of `pop` and `pop-ack` (1 to 10000).
+    #[arg(long, default_value_t = 1)]
+    pub batch: u32,
+    /// Consumer groups of `pop` and `pop-ack`: 0 pops in queue mode (the competing
+    /// consumers); G > 0 makes worker i pop as group `g{i % G}` with subscription mode
+    /// `all`, so that every group reads the whole input (the pre-fill and its top-up are
+    /// then sized for the group that reads most).
+    #[arg(long, default_value_t = 0)]
+    pub groups: usize,
+    /// Background messages stored before the run (untimed) in a queue of their own,
+    /// `load-stored-<run>`, that nothing reads. Not with `--against-noop`.
+    #[arg(long, default_value_t = 0)]
+    pub stored_messages: u64,
+    /// Partitions the stored messages are spread over, round-robin.
+    #[arg(long, default_value_t = 10_000)]
+    pub stored_partitions: usize,
+    /// Background KV keys stored before the run (untimed), in the namespace
+    /// `load-stored-<run>`, 256 puts per call, 30-day expiry.
+    #[arg(long, default_value_t = 0)]
+    pub stored_kv: u64,
+    /// Background timers scheduled before the run (untimed), 30 days ahead so that none
+    /// fires, 1,000 per transaction.
+    #[arg(long, default_value_t = 0)]
+    pub stored_timers: u64,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -182,6 +240,38 @@ impl Args {
             (0.0..=3600.0).contains(&self.warmup),
             "--warmup must be 0 to 3600"
         );
+        ensure!(
+            (1..=10_000).contains(&self.batch),
+            "--batch must be 1 to 10000"
+        );
+        ensure!(
+            self.batch == 1 || self.shape.pops_only(),
+            "--batch is for --shape pop and pop-ack (the other shapes pop one message)"
+        );
+        ensure!(self.groups <= 1000, "--groups must be 0 to 1000");
+        ensure!(
+            self.groups == 0 || self.shape.pops_only(),
+            "--groups is for --shape pop and pop-ack"
+        );
+        ensure!(
+            self.groups <= self.concurrency,
+            "--groups must not be more than --concurrency (a group without a worker reads nothing)"
+        );
+        ensure!(
+            (1..=100_000).contains(&self.stored_partitions),
+            "--stored-partitions must be 1 to 100000"
+        );
+        const MOST_STORED: u64 = 100_000_000;
+        ensure!(
+            self.stored_messages <= MOST_STORED
+                && self.stored_kv <= MOST_STORED
+                && self.stored_timers <= MOST_STORED,
+            "--stored-messages, --stored-kv and --stored-timers must be at most {MOST_STORED}"
+        );
+        ensure!(
+            !self.against_noop || !self.stores(),
+            "--stored-messages, --stored-kv and --stored-timers need a broker, not --against-noop"
+        );
         if !self.allow_remote {
             if self.serve_noop {
                 ensure!(
@@ -198,6 +288,13 @@ impl Args {
             }
         }
         Ok(())
+    }
+}
+
+impl Args {
+    /// Whether any background data is to be stored before the run.
+    fn stores(&self) -> bool {
+        self.stored_messages > 0 || self.stored_kv > 0 || self.stored_timers > 0
     }
 }
 
@@ -327,11 +424,15 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         url,
         concurrency: args.concurrency,
         partitions: args.partitions,
+        batch: args.batch,
+        groups: args.groups,
         duration_s: duration,
         warmup_s: args.warmup,
         ops: tally.ops,
         late_ops: tally.late,
         throughput: tally.ops as f64 / duration,
+        messages: tally.messages,
+        messages_per_s: tally.messages as f64 / duration,
         latency_ms,
         commit_latency_ms,
         errors: tally.errors.values().sum(),
@@ -341,15 +442,17 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         rollback_reasons: tally.rollbacks,
         empty_pops: tally.empty_pops,
         prefilled: d.prefilled,
-        input_exhausted: pops && d.popped_total >= d.prefilled,
+        prefill_s: d.prefill_s,
+        input_exhausted: pops && d.most_read >= d.prefilled,
+        stored: d.stored,
         group_commit: d.group_commit,
         peak_rss_mib: report::peak_rss_mib(),
         cpu_us_per_op: d.cpu_us_per_op,
     })
 }
 
-/// The run itself: pre-fill, warm-up, top-up, the measured window; answers what it
-/// measured.
+/// The run itself: the stored data, the pre-fill, the warm-up, the top-up, the measured
+/// window; answers what it measured.
 async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow::Result<Drive> {
     let run_id = format!(
         "{:x}",
@@ -364,6 +467,8 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
         partitions: args.partitions,
         noop: args.against_noop,
         noop_pop: args.against_noop && args.noop_pop,
+        batch: args.batch,
+        groups: args.groups,
     });
     let driver = Arc::new(Driver::new(
         args.mode == Mode::Raw,
@@ -371,12 +476,25 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
         args.token.as_deref(),
     )?);
     let pops = !args.against_noop && args.shape != Shape::Push;
-    // The pre-fill's own client retries: it is set-up, not load.
+    // The set-up's own client retries: it is set-up, not load.
     let filler = driver::sdk_client(url, args.token.as_deref(), RetryPolicy::default())?;
+    let stored = if args.stores() {
+        Some(store(&filler, &plan.names, args).await?)
+    } else {
+        None
+    };
     let c = args.concurrency as u64;
-    // A generous first guess of the rate; the warm-up measures the real one.
-    let guess = (600 * c).min(6000) as f64;
-    let mut prefilled = 0u64;
+    // Messages one operation reads at most.
+    let per_op = if args.shape.pops_only() {
+        u64::from(args.batch)
+    } else {
+        1
+    };
+    // A generous first guess of the rate (per group), in messages; the warm-up measures
+    // the real one.
+    let guess = ((600 * c).min(6000) * per_op).min(60_000) as f64;
+    let margin = 4 * c * per_op + 500;
+    let mut input = Input::default();
     if pops {
         let first = match args.prefill {
             Some(n) => n,
@@ -386,13 +504,15 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
                 } else {
                     duration
                 };
-                (guess * secs * 1.5) as u64 + 4 * c + 500
+                (guess * secs * 1.5) as u64 + margin
             }
         };
-        fill(&filler, &plan, &mut prefilled, first).await?;
+        fill(&filler, &plan, &mut input, first).await?;
     }
 
-    let mut popped_total = 0u64;
+    // Messages read by each group (one entry in queue mode): each group reads the whole
+    // input, so the one that read most says how much of it is left.
+    let mut read = vec![0u64; args.groups.max(1)];
     if args.warmup > 0.0 {
         let deadline = Instant::now() + Duration::from_secs_f64(args.warmup);
         let warm_latencies = Arc::new(Mutex::new(Latencies::new()));
@@ -404,14 +524,19 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
             0,
             deadline,
         );
-        let warm = collect(workers).await?;
-        popped_total += warm.popped;
+        let (_, by_worker) = collect(workers).await?;
+        add_reads(&mut read, &by_worker);
         if pops && args.prefill.is_none() {
-            let rate = warm.popped as f64 / args.warmup;
-            let need = (rate * duration * 1.5) as u64 + 4 * c + 500;
-            let left = prefilled.saturating_sub(popped_total);
+            let most = most_read(&read);
+            let mut rate = most as f64 / args.warmup;
+            if most >= input.prefilled {
+                // It ran out: the warm-up's rate is a lower bound.
+                rate *= 2.0;
+            }
+            let need = (rate * duration * 1.5) as u64 + margin;
+            let left = input.prefilled.saturating_sub(most);
             if need > left {
-                fill(&filler, &plan, &mut prefilled, need - left).await?;
+                fill(&filler, &plan, &mut input, need - left).await?;
             }
         }
     }
@@ -431,12 +556,12 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
     tokio::time::sleep_until(deadline).await;
     let after = target.stats();
     let cpu_after = report::process_cpu_secs();
-    let tally = collect(workers).await?;
+    let (tally, by_worker) = collect(workers).await?;
+    add_reads(&mut read, &by_worker);
     let cpu_us_per_op = match (cpu_before, cpu_after) {
         (Some(b), Some(a)) if tally.ops > 0 => Some((a - b) * 1e6 / tally.ops as f64),
         _ => None,
     };
-    popped_total += tally.popped;
     let group_commit = match (before, after) {
         (Some(b), Some(a)) => Some(GroupCommit::between(b, a, duration)),
         _ => None,
@@ -448,11 +573,26 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
     Ok(Drive {
         tally,
         latencies,
-        prefilled,
-        popped_total,
+        prefilled: input.prefilled,
+        prefill_s: input.secs,
+        most_read: most_read(&read),
+        stored,
         group_commit,
         cpu_us_per_op,
     })
+}
+
+/// Adds each worker's reads to its group's (worker `w` is in group `w % groups`).
+fn add_reads(read: &mut [u64], by_worker: &[u64]) {
+    let groups = read.len();
+    for (w, n) in by_worker.iter().enumerate() {
+        read[w % groups] += n;
+    }
+}
+
+/// The most messages one group has read.
+fn most_read(read: &[u64]) -> u64 {
+    read.iter().copied().max().unwrap_or(0)
 }
 
 /// What [`drive`] measured.
@@ -463,37 +603,102 @@ struct Drive {
     latencies: Latencies,
     /// Input messages pre-filled.
     prefilled: u64,
-    /// Input messages popped over warm-up and window.
-    popped_total: u64,
+    /// Seconds spent pre-filling (untimed).
+    prefill_s: f64,
+    /// The most input messages one group (the whole queue in queue mode) read over
+    /// warm-up and window.
+    most_read: u64,
+    /// The background data stored before the run.
+    stored: Option<Stored>,
     /// The group commit over the window (embedded broker).
     group_commit: Option<GroupCommit>,
     /// Process CPU per operation over the window.
     cpu_us_per_op: Option<f64>,
 }
 
+/// The input pre-filled so far.
+#[derive(Default)]
+struct Input {
+    /// Messages.
+    prefilled: u64,
+    /// Seconds it took.
+    secs: f64,
+}
+
 /// Pre-fills `count` more input events.
 async fn fill(
     client: &queen_sdk::Client,
     plan: &Plan,
-    prefilled: &mut u64,
+    input: &mut Input,
     count: u64,
 ) -> anyhow::Result<()> {
     let t = std::time::Instant::now();
-    driver::prefill(
+    fill::push_events(
         client,
         &plan.names.input,
         plan.partitions,
-        *prefilled,
+        input.prefilled,
         count,
     )
-    .await?;
-    *prefilled += count;
+    .await
+    .context("pre-filling the input queue")?;
+    input.prefilled += count;
+    let secs = t.elapsed().as_secs_f64();
+    input.secs += secs;
     eprintln!(
-        "load: pre-filled {count} input messages over {} partitions in {:.2} s (untimed)",
+        "load: pre-filled {count} input messages over {} partitions in {secs:.2} s (untimed)",
         plan.partitions,
-        t.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Stores the background data of `--stored-messages`, `--stored-kv` and
+/// `--stored-timers` (untimed), one kind after the other.
+async fn store(client: &queen_sdk::Client, names: &Names, args: &Args) -> anyhow::Result<Stored> {
+    let all = std::time::Instant::now();
+    let timed = |what: &str, n: u64, t: std::time::Instant| {
+        let secs = t.elapsed().as_secs_f64();
+        eprintln!(
+            "load: stored {n} {what} in {secs:.2} s ({:.0}/s, untimed)",
+            n as f64 / secs.max(1e-9)
+        );
+        secs
+    };
+    let mut s = Stored {
+        messages: args.stored_messages,
+        partitions: args.stored_partitions,
+        kv: args.stored_kv,
+        timers: args.stored_timers,
+        ..Stored::default()
+    };
+    if s.messages > 0 {
+        let t = std::time::Instant::now();
+        fill::push_events(client, &names.stored, s.partitions, 0, s.messages)
+            .await
+            .context("storing --stored-messages")?;
+        s.messages_s = timed(
+            &format!("messages over {} partitions", s.partitions),
+            s.messages,
+            t,
+        );
+    }
+    if s.kv > 0 {
+        let t = std::time::Instant::now();
+        fill::put_keys(client, &names.stored_ns, s.kv)
+            .await
+            .context("storing --stored-kv")?;
+        s.kv_s = timed("KV keys", s.kv, t);
+    }
+    if s.timers > 0 {
+        let t = std::time::Instant::now();
+        fill::schedule_timers(client, &names.stored_timers, s.timers)
+            .await
+            .context("storing --stored-timers")?;
+        s.timers_s = timed("timers", s.timers, t);
+    }
+    s.load_s = all.elapsed().as_secs_f64();
+    eprintln!("load: stored data loaded in {:.2} s (untimed)", s.load_s);
+    Ok(s)
 }
 
 fn spawn(
@@ -514,15 +719,20 @@ fn spawn(
         .collect()
 }
 
-async fn collect(workers: Vec<JoinHandle<Tally>>) -> anyhow::Result<Tally> {
+/// Merges the workers' tallies; also answers the messages each worker popped.
+async fn collect(workers: Vec<JoinHandle<Tally>>) -> anyhow::Result<(Tally, Vec<u64>)> {
     let mut all = Tally::default();
+    let mut by_worker = Vec::with_capacity(workers.len());
     for w in workers {
         match w.await {
-            Ok(t) => all.merge(t),
+            Ok(t) => {
+                by_worker.push(t.popped);
+                all.merge(t);
+            }
             Err(e) => bail!("a worker failed: {e}"),
         }
     }
-    Ok(all)
+    Ok((all, by_worker))
 }
 
 /// One worker: operations one after another until the deadline.
@@ -550,7 +760,7 @@ async fn worker(
                     "abandoned".into(),
                     format!("an operation was still running {GRACE:?} after the deadline"),
                 ),
-                popped: false,
+                popped: 0,
                 commit: None,
             },
         };

@@ -1,7 +1,7 @@
 //! The load generator: throughput, latency percentiles, errors and rollbacks of one
-//! shape (`push`, `ack-push`, `seed-step`) through the SDK or bare HTTP, against an
-//! embedded durable broker (with its group commit's figures), a broker at `--url`, or
-//! the no-op baseline server. See [`queen_load`] for every option.
+//! shape (`push`, `ack-push`, `seed-step`, `pop`, `pop-ack`) through the SDK or bare
+//! HTTP, against an embedded durable broker (with its group commit's figures), a broker
+//! at `--url`, or the no-op baseline server. See [`queen_load`] for every option.
 //!
 //! ```sh
 //! cargo run --release -p queen-load -- --shape ack-push --concurrency 64 --duration 5

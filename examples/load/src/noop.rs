@@ -66,6 +66,10 @@ pub(crate) const PUSH_ANSWER: &str = r#"[{"index":0,"message_id":"00000000-0000-
 /// as a broker answers it, carrying an input event of the load generator.
 pub(crate) const POP_ANSWER: &str = r#"{"success":true,"queue":"noop","partition":"p-1","partitionId":"1","leaseId":"0199a7c2-5e1b-7f3a-8c21-4d9e0b6a1f37","consumerGroup":"__QUEUE_MODE__","messages":[{"id":"0199a7c2-5e1b-7f3a-8c21-4d9e0b6a1f38","transactionId":"order-noop-paid","traceId":null,"data":{"orderId":"order-noop","customer":"customer-1","total":120.5},"producerSub":null,"createdAt":"2026-11-30T10:18:02.555597Z","partitionId":"1","partition":"p-1","leaseId":"0199a7c2-5e1b-7f3a-8c21-4d9e0b6a1f37","consumerGroup":"__QUEUE_MODE__","queue":"noop","offset":0,"deliveryAttempt":1}],"partitionsClaimed":1}"#;
 
+/// The answer to an ack (`POST /api/v1/ack/batch`, `pop-ack`): one verdict, for the
+/// one message of [`POP_ANSWER`].
+pub(crate) const ACK_ANSWER: &str = r#"[{"index":0,"transactionId":"order-noop-paid","success":true,"error":null,"leaseReleased":true,"dlq":false,"noop":false}]"#;
+
 async fn handle(uri: Uri, body: Bytes) -> Response {
     let mut parsed = None;
     if !body.is_empty() {
@@ -88,6 +92,8 @@ async fn handle(uri: Uri, body: Bytes) -> Response {
         PUSH_ANSWER
     } else if uri.path().starts_with("/api/v1/pop") {
         POP_ANSWER
+    } else if uri.path().starts_with("/api/v1/ack") {
+        ACK_ANSWER
     } else if let Some(body) = parsed
         .as_ref()
         .filter(|_| uri.path() == "/api/v1/transaction")
@@ -136,6 +142,7 @@ mod tests {
             super::TRANSACTION_ANSWER,
             super::PUSH_ANSWER,
             super::POP_ANSWER,
+            super::ACK_ANSWER,
         ] {
             serde_json::from_str::<serde_json::Value>(a).unwrap();
         }

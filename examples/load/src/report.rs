@@ -64,8 +64,10 @@ pub(crate) struct Tally {
     pub samples: Vec<String>,
     /// Pops that found nothing.
     pub empty_pops: u64,
-    /// Messages popped.
+    /// Messages popped (warm-up or window, whatever the outcome).
     pub popped: u64,
+    /// Messages popped by the operations counted in `ops`.
+    pub messages: u64,
 }
 
 impl Tally {
@@ -79,10 +81,11 @@ impl Tally {
         in_window: bool,
         latencies: &Mutex<Latencies>,
     ) {
-        self.popped += u64::from(step.popped);
+        self.popped += step.popped;
         match step.outcome {
             Outcome::Done if in_window => {
                 self.ops += 1;
+                self.messages += step.popped;
                 let mut l = latencies.lock().unwrap_or_else(|e| e.into_inner());
                 l.total.saturating_record(micros(took));
                 if let Some(c) = step.commit {
@@ -118,6 +121,7 @@ impl Tally {
         }
         self.empty_pops += o.empty_pops;
         self.popped += o.popped;
+        self.messages += o.messages;
     }
 }
 
@@ -201,10 +205,32 @@ impl GroupCommit {
     }
 }
 
+/// The background data stored before the run (untimed): `--stored-messages`,
+/// `--stored-kv`, `--stored-timers`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stored {
+    /// Messages in a queue of their own that nothing reads.
+    pub messages: u64,
+    /// Partitions they are spread over.
+    pub partitions: usize,
+    /// KV keys.
+    pub kv: u64,
+    /// Pending timers (30 days ahead: none fires during the run).
+    pub timers: u64,
+    /// Seconds the whole load took.
+    pub load_s: f64,
+    /// Seconds the messages took.
+    pub messages_s: f64,
+    /// Seconds the KV keys took.
+    pub kv_s: f64,
+    /// Seconds the timers took.
+    pub timers_s: f64,
+}
+
 /// One run's figures; `--json` prints it as one object.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// `push`, `ack-push` or `seed-step`.
+    /// `push`, `ack-push`, `seed-step`, `pop` or `pop-ack`.
     pub shape: String,
     /// `sdk` or `raw`.
     pub mode: String,
@@ -217,6 +243,10 @@ pub struct Report {
     pub concurrency: usize,
     /// Input partitions.
     pub partitions: usize,
+    /// Most messages per pop (`pop` and `pop-ack`; 1 for the others).
+    pub batch: u32,
+    /// Consumer groups of `pop` and `pop-ack` (0: queue mode).
+    pub groups: usize,
     /// The measured window, seconds.
     pub duration_s: f64,
     /// The untimed warm-up before it, seconds.
@@ -227,9 +257,17 @@ pub struct Report {
     pub late_ops: u64,
     /// `ops` per second of the window.
     pub throughput: f64,
-    /// Whole-operation latency (pop + transaction for `ack-push` and `seed-step`).
+    /// Messages popped by the operations counted in `ops` (one per operation for
+    /// `ack-push` and `seed-step`, up to `batch` for `pop` and `pop-ack`, none for
+    /// `push`).
+    pub messages: u64,
+    /// `messages` per second of the window.
+    pub messages_per_s: f64,
+    /// Whole-operation latency (pop + transaction for `ack-push` and `seed-step`, pop +
+    /// ack for `pop-ack`).
     pub latency_ms: Latency,
-    /// The write call alone (the transaction, or the push).
+    /// The write call alone (the transaction, the push, the ack of `pop-ack`; for `pop`
+    /// the pop itself).
     pub commit_latency_ms: Latency,
     /// Failed calls.
     pub errors: u64,
@@ -241,12 +279,19 @@ pub struct Report {
     pub rollbacks: u64,
     /// Rolled-back verdicts by reason.
     pub rollback_reasons: BTreeMap<String, u64>,
-    /// Pops that found nothing within their wait.
+    /// Pops that found nothing within their wait (`pop` and `pop-ack` do not wait):
+    /// not errors, not counted in `ops`.
     pub empty_pops: u64,
-    /// Messages pre-filled into the input queue (untimed).
+    /// Messages pre-filled into the input queue (untimed; with `groups`, every group
+    /// reads all of them).
     pub prefilled: u64,
-    /// The input ran out during the window: the throughput is then a lower bound.
+    /// Seconds the pre-fill took (untimed, but part of the run's wall time).
+    pub prefill_s: f64,
+    /// The input ran out (for the group that read most) by the window's end: the
+    /// throughput is then a lower bound.
     pub input_exhausted: bool,
+    /// The background data stored before the run, if any.
+    pub stored: Option<Stored>,
     /// The group commit, for the embedded broker.
     pub group_commit: Option<GroupCommit>,
     /// The process's peak resident memory in MiB (Linux `VmHWM`; the embedded broker
@@ -291,9 +336,21 @@ impl Report {
                 l.p50, l.p99, l.p999, l.max, l.mean
             )
         };
+        let pop_options = if self.shape == "pop" || self.shape == "pop-ack" {
+            format!(
+                " | batch {} | {}",
+                self.batch,
+                match self.groups {
+                    0 => "queue mode".to_string(),
+                    g => format!("{g} consumer groups"),
+                }
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "queen load: {} via {} | {} workers | {} partitions | {:.1} s measured after {:.1} s warm-up",
+            "queen load: {} via {} | {} workers | {} partitions{pop_options} | {:.1} s measured after {:.1} s warm-up",
             self.shape,
             self.mode,
             self.concurrency,
@@ -307,6 +364,15 @@ impl Report {
             "throughput:   {:.1} ops/s ({} ops; {} ended after the deadline, not counted)",
             self.throughput, self.ops, self.late_ops
         );
+        if self.messages > 0 {
+            let _ = writeln!(
+                s,
+                "messages:     {:.1} msgs/s popped ({} messages, {:.2} per operation)",
+                self.messages_per_s,
+                self.messages,
+                self.messages as f64 / self.ops.max(1) as f64
+            );
+        }
         let _ = writeln!(s, "latency:      {}", lat(&self.latency_ms));
         let _ = writeln!(s, "write call:   {}", lat(&self.commit_latency_ms));
         let kinds = |m: &BTreeMap<String, u64>| {
@@ -332,13 +398,21 @@ impl Report {
         if self.prefilled > 0 {
             let _ = writeln!(
                 s,
-                "input:        {} messages pre-filled{}",
+                "input:        {} messages pre-filled in {:.1} s{}",
                 self.prefilled,
+                self.prefill_s,
                 if self.input_exhausted {
                     "; RAN OUT during the window (throughput is a lower bound; raise --prefill)"
                 } else {
                     ""
                 }
+            );
+        }
+        if let Some(st) = &self.stored {
+            let _ = writeln!(
+                s,
+                "stored:       {} messages over {} partitions, {} KV keys, {} timers, loaded in {:.1} s (untimed)",
+                st.messages, st.partitions, st.kv, st.timers, st.load_s
             );
         }
         if let Some(g) = &self.group_commit {

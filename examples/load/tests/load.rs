@@ -1,7 +1,8 @@
 //! Runs the `load` binary briefly (1 s measured, 4 workers) against an embedded broker
-//! for each shape and mode, and against the no-op baseline (in-process and as a separate
-//! `--serve-noop` process), and checks that its report parses, shows work done and no
-//! errors.
+//! for each shape and mode (the popping shapes `pop` and `pop-ack` with batches and
+//! consumer groups too, and a run over background stored data), and against the no-op
+//! baseline (in-process and as a separate `--serve-noop` process), and checks that its
+//! report parses, shows work done and no errors.
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -144,12 +145,114 @@ fn raw_mode_embedded() {
     }
 }
 
+/// A `pop` or `pop-ack` run against the embedded broker at `batch` messages per pop and
+/// with `groups` consumer groups: the messages are counted, at most `batch` per
+/// operation, and the input lasted.
+fn popping(shape: &str, mode: &str, batch: u64, groups: u64) -> Value {
+    let (b, g) = (batch.to_string(), groups.to_string());
+    let r = report(&[
+        "--shape",
+        shape,
+        "--mode",
+        mode,
+        "--batch",
+        &b,
+        "--groups",
+        &g,
+        "--partitions",
+        "16",
+    ]);
+    assert_eq!(r["target"], "embedded");
+    assert_eq!(r["shape"], shape);
+    assert_eq!(
+        (r["batch"].as_u64(), r["groups"].as_u64()),
+        (Some(batch), Some(groups))
+    );
+    let (ops, msgs) = (r["ops"].as_u64().unwrap(), r["messages"].as_u64().unwrap());
+    assert!(
+        ops <= msgs && msgs <= ops * batch,
+        "{msgs} messages for {ops} pops of at most {batch}: {r:#}"
+    );
+    assert!(r["messages_per_s"].as_f64().unwrap() > 0.0, "{r:#}");
+    assert_eq!(r["input_exhausted"], false, "{r:#}");
+    assert!(r["prefill_s"].as_f64().unwrap() > 0.0, "{r:#}");
+    assert!(r["group_commit"]["commits"].as_u64().unwrap() > 0, "{r:#}");
+    r
+}
+
+#[test]
+fn pop_embedded() {
+    popping("pop", "sdk", 1, 0);
+    popping("pop", "raw", 3, 2);
+}
+
+#[test]
+fn pop_ack_embedded() {
+    popping("pop-ack", "sdk", 4, 2);
+    popping("pop-ack", "raw", 1, 0);
+}
+
+#[test]
+fn an_empty_input_is_empty_pops_not_errors() {
+    let out = load(&[
+        "--json",
+        "--shape",
+        "pop",
+        "--prefill",
+        "4",
+        "--partitions",
+        "2",
+        "--duration",
+        "1",
+        "--warmup",
+        "0.2",
+        "--concurrency",
+        "2",
+    ]);
+    let r: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(r["errors"], 0, "{r:#}");
+    assert!(r["empty_pops"].as_u64().unwrap() > 0, "{r:#}");
+    assert_eq!(r["input_exhausted"], true, "{r:#}");
+}
+
+#[test]
+fn over_stored_data() {
+    let r = report(&[
+        "--shape",
+        "seed-step",
+        "--stored-messages",
+        "600",
+        "--stored-partitions",
+        "50",
+        "--stored-kv",
+        "300",
+        "--stored-timers",
+        "300",
+    ]);
+    let s = &r["stored"];
+    assert_eq!(
+        (
+            s["messages"].as_u64(),
+            s["partitions"].as_u64(),
+            s["kv"].as_u64(),
+            s["timers"].as_u64()
+        ),
+        (Some(600), Some(50), Some(300), Some(300)),
+        "{r:#}"
+    );
+    assert!(s["load_s"].as_f64().unwrap() > 0.0, "{r:#}");
+    assert_eq!(r["input_exhausted"], false, "{r:#}");
+}
+
 #[test]
 fn against_the_in_process_noop() {
     for mode in ["sdk", "raw"] {
         let r = report(&["--shape", "seed-step", "--mode", mode, "--against-noop"]);
         assert_eq!(r["target"], "noop");
         assert!(r["group_commit"].is_null());
+        // The pop is the operation: the no-op answers it (and the ack).
+        let r = report(&["--shape", "pop-ack", "--mode", mode, "--against-noop"]);
+        assert_eq!(r["messages"], r["ops"], "{r:#}");
     }
 }
 
@@ -214,6 +317,25 @@ fn text_output_names_the_figures() {
         "group commit:",
     ] {
         assert!(out.contains(label), "no {label:?} in:\n{out}");
+    }
+}
+
+#[test]
+fn refuses_options_of_other_shapes() {
+    for args in [
+        &["--shape", "ack-push", "--batch", "5"][..],
+        &["--shape", "push", "--groups", "2"],
+        &["--shape", "pop", "--groups", "8", "--concurrency", "4"],
+        &["--against-noop", "--stored-kv", "10"],
+    ] {
+        let status = Command::new(BIN)
+            .args(args)
+            .args(["--duration", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("run load");
+        assert!(!status.success(), "load {args:?} ran");
     }
 }
 
