@@ -12,7 +12,8 @@ use axum::body::Bytes;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use queen_sdk::{
-    AckStatus, Client, Commit, Message, PushItem, QUEUE_MODE, RetryPolicy, SubscriptionMode, Ttl,
+    AckStatus, Client, Commit, Message, PushItem, QUEUE_MODE, RetryPolicy, SubscriptionMode,
+    TransactionBuilder, Ttl,
 };
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
@@ -338,6 +339,22 @@ async fn sdk_op(c: &Client, plan: &Plan, worker: usize, seq: u64, deadline: Inst
             commit,
         };
     }
+    if plan.shape == Shape::PushKv {
+        let step = push_kv_step(c, plan, worker, seq);
+        let t = Instant::now();
+        let out = step.commit().await;
+        let commit = Some(t.elapsed());
+        let outcome = match out {
+            Ok(Commit::Committed(_)) => Outcome::Done,
+            Ok(Commit::Gated { .. }) => Outcome::RolledBack("kv_precondition".into()),
+            Err(e) => sdk_error(e),
+        };
+        return Step {
+            outcome,
+            popped: 0,
+            commit,
+        };
+    }
     if plan.shape.pops_only() {
         return sdk_pop(c, plan, worker).await;
     }
@@ -412,6 +429,27 @@ async fn sdk_op(c: &Client, plan: &Plan, worker: usize, seq: u64, deadline: Inst
         popped: u64::from(popped),
         commit,
     }
+}
+
+/// The transaction of `push-kv`: one push of one item and one KV `put`.
+fn push_kv_step(c: &Client, plan: &Plan, worker: usize, seq: u64) -> TransactionBuilder {
+    let n = &plan.names;
+    let key = synthetic_key(worker, seq);
+    let e = Event::new(&key, seq);
+    let receipt = Receipt {
+        order_id: &e.order_id,
+        total: e.total,
+    };
+    c.transaction()
+        .push(&n.output, |p| {
+            p.partition(synthetic_partition(plan, worker, seq))
+                .transaction_id(format!("receipt-{key}"))
+                .payload(&receipt)
+        })
+        .kv(|k| {
+            k.put(&n.orders_ns, &e.order_id, &Status { status: "paid" })
+                .ttl(Ttl::days(30))
+        })
 }
 
 /// `pop` and `pop-ack` through the SDK: one wildcard pop of up to `plan.batch` messages
@@ -623,25 +661,15 @@ impl Raw {
         if plan.shape.pops_only() {
             return self.pop_op(plan, worker).await;
         }
-        let (msg, popped) = if plan.noop && !plan.noop_pop {
-            let key = synthetic_key(worker, seq);
-            let msg = Popped {
-                transaction_id: format!("order-{key}-paid"),
-                partition_id: "1".into(),
-                lease_id: NOOP_LEASE.into(),
-                consumer_group: QUEUE_MODE.into(),
-                partition: synthetic_partition(plan, worker, seq),
-                data: Event::new(&key, seq),
-            };
-            (msg, false)
+        let (body, popped) = if plan.shape == Shape::PushKv {
+            (push_kv_body(plan, worker, seq), false)
         } else {
-            match self.pop(&n.input, deadline).await {
-                Ok(Some(m)) => (m, true),
-                Ok(None) => return Step::new(Outcome::Empty),
-                Err(o) => return Step::new(o),
-            }
+            let (msg, popped) = match self.popped(plan, worker, seq, deadline).await {
+                Ok(m) => m,
+                Err(step) => return step,
+            };
+            (step_body(plan, &msg), popped)
         };
-        let body = step_body(plan, &msg);
         let t = Instant::now();
         let out = self.post("/api/v1/transaction", body).await;
         let commit = Some(t.elapsed());
@@ -666,6 +694,55 @@ impl Raw {
             commit,
         }
     }
+
+    /// The message a popping shape's step acks: popped from the input, or synthetic
+    /// against the no-op without `--noop-pop`; whether it was popped.
+    async fn popped(
+        &self,
+        plan: &Plan,
+        worker: usize,
+        seq: u64,
+        deadline: Instant,
+    ) -> Result<(Popped, bool), Step> {
+        let n = &plan.names;
+        let (msg, popped) = if plan.noop && !plan.noop_pop {
+            let key = synthetic_key(worker, seq);
+            let msg = Popped {
+                transaction_id: format!("order-{key}-paid"),
+                partition_id: "1".into(),
+                lease_id: NOOP_LEASE.into(),
+                consumer_group: QUEUE_MODE.into(),
+                partition: synthetic_partition(plan, worker, seq),
+                data: Event::new(&key, seq),
+            };
+            (msg, false)
+        } else {
+            match self.pop(&n.input, deadline).await {
+                Ok(Some(m)) => (m, true),
+                Ok(None) => return Err(Step::new(Outcome::Empty)),
+                Err(o) => return Err(Step::new(o)),
+            }
+        };
+        Ok((msg, popped))
+    }
+}
+
+/// The body of `push-kv`, field for field what the SDK renders: one push of one item
+/// and one KV `put`.
+fn push_kv_body(plan: &Plan, worker: usize, seq: u64) -> String {
+    let n = &plan.names;
+    let key = synthetic_key(worker, seq);
+    let e = Event::new(&key, seq);
+    format!(
+        r#"{{"operations":[{{"type":"push","items":[{{"queue":{},"partition":{},"transactionId":{},"payload":{{"orderId":{},"total":{}}}}}]}}],"kv":[{{"op":"put","ns":{},"key":{},"value":{{"status":"paid"}},"ttlSeconds":2592000}}]}}"#,
+        js(&n.output),
+        js(&synthetic_partition(plan, worker, seq)),
+        js(&format!("receipt-{key}")),
+        js(&e.order_id),
+        e.total,
+        js(&n.orders_ns),
+        js(&e.order_id),
+    )
 }
 
 /// The query of a `pop` or `pop-ack` pop: the SDK's parameters in the SDK's order
@@ -784,6 +861,14 @@ mod tests {
             partition: "p3".into(),
             data: Event::new("7", 123),
         }
+    }
+
+    #[test]
+    fn the_raw_push_kv_body_is_the_sdks() {
+        let c = Client::new("http://127.0.0.1:1").unwrap();
+        let p = plan(Shape::PushKv);
+        let sdk = push_kv_step(&c, &p, 3, 17).to_bytes().unwrap();
+        assert_eq!(std::str::from_utf8(&sdk).unwrap(), push_kv_body(&p, 3, 17));
     }
 
     #[test]

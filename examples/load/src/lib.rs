@@ -1,7 +1,7 @@
 //! # queen-load
 //!
 //! The load generator behind the `load` binary: throughput, latency and the group commit
-//! of `push`, `ack-push`, `seed-step`, `pop` and `pop-ack`, through the SDK or bare HTTP,
+//! of `push`, `push-kv`, `ack-push`, `seed-step`, `pop` and `pop-ack`, through the SDK or bare HTTP,
 //! against an embedded durable broker, a broker at `--url`, or a no-op baseline server.
 //!
 //! ```sh
@@ -21,6 +21,7 @@
 //! | shape | one operation |
 //! |---|---|
 //! | `push` | one push call of one item with a deterministic `transactionId` |
+//! | `push-kv` | one transaction: a push of one item and one KV `put`, no pop |
 //! | `ack-push` | a pop of one message (batch 1), then one transaction: its ack (fenced by the lease) and one push |
 //! | `seed-step` | a pop, then the seed's whole step (`spec/transaction.md`, Example): ack, receipt push, KV `put`, `once` marker, timer |
 //! | `pop` | one wildcard pop of up to `--batch` messages (default 1) with `autoAck`, not waiting |
@@ -91,6 +92,9 @@ const GRACE: Duration = Duration::from_secs(15);
 pub enum Shape {
     /// One push call of one item.
     Push,
+    /// One transaction with one push and one KV `put`, no pop and no ack: the durable
+    /// transaction's own cost against the no-op parsing the same body.
+    PushKv,
     /// Pop one message, then a transaction: its ack (leased) and one push.
     AckPush,
     /// Pop one message, then the seed's step: ack, push, KV put, `once`, timer.
@@ -106,6 +110,7 @@ impl Shape {
     fn name(self) -> &'static str {
         match self {
             Shape::Push => "push",
+            Shape::PushKv => "push-kv",
             Shape::AckPush => "ack-push",
             Shape::SeedStep => "seed-step",
             Shape::Pop => "pop",
@@ -117,6 +122,11 @@ impl Shape {
     /// `--batch` and `--groups`.
     pub(crate) fn pops_only(self) -> bool {
         matches!(self, Shape::Pop | Shape::PopAck)
+    }
+
+    /// `push` and `push-kv`: one write call, no pop, no input queue.
+    pub(crate) fn writes_only(self) -> bool {
+        matches!(self, Shape::Push | Shape::PushKv)
     }
 }
 
@@ -413,7 +423,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
     let d = out?;
     let tally = d.tally;
     let (latency_ms, commit_latency_ms) = d.latencies.summary();
-    let pops = !args.against_noop && args.shape != Shape::Push;
+    let pops = !args.against_noop && !args.shape.writes_only();
     Ok(Report {
         shape: args.shape.name().into(),
         mode: match args.mode {
@@ -475,7 +485,7 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
         url,
         args.token.as_deref(),
     )?);
-    let pops = !args.against_noop && args.shape != Shape::Push;
+    let pops = !args.against_noop && !args.shape.writes_only();
     // The set-up's own client retries: it is set-up, not load.
     let filler = driver::sdk_client(url, args.token.as_deref(), RetryPolicy::default())?;
     let stored = if args.stores() {

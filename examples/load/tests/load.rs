@@ -126,6 +126,16 @@ fn push_embedded() {
 }
 
 #[test]
+fn push_kv_embedded_and_against_the_noop() {
+    for mode in ["sdk", "raw"] {
+        let r = embedded("push-kv", mode);
+        assert_eq!(r["prefilled"], 0, "push-kv reads nothing: {r:#}");
+        let r = report(&["--shape", "push-kv", "--mode", mode, "--against-noop"]);
+        assert_eq!(r["target"], "noop");
+    }
+}
+
+#[test]
 fn ack_push_embedded() {
     let r = embedded("ack-push", "sdk");
     assert!(r["prefilled"].as_u64().unwrap() > r["ops"].as_u64().unwrap());
