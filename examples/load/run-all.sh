@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Runs the no-op baseline and the three shapes (push, ack-push, seed-step) at 1, 64 and
+# Runs the no-op baseline and the four write shapes (push, push-kv, ack-push, seed-step) at 1, 64 and
 # 256 workers, in sdk and raw mode, a few seconds each, against a fresh embedded durable
 # broker per run, and prints one table with every figure as a ratio of the no-op
 # baseline measured in the same run (same body, same workers, in-process like the
 # embedded broker). Then one row against the no-op server as a separate process.
 #
-#   bash examples/load/run-all.sh                 # about 3 minutes
+#   bash examples/load/run-all.sh                 # about 4 minutes
 #   DURATION=10 WARMUP=2 bash examples/load/run-all.sh
 #   SHAPES=ack-push CONCURRENCY="64 256" bash examples/load/run-all.sh
 #
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/../.."
 DURATION=${DURATION:-3}
 WARMUP=${WARMUP:-1}
 CONCURRENCY=${CONCURRENCY:-"1 64 256"}
-SHAPES=${SHAPES:-"push ack-push seed-step"}
+SHAPES=${SHAPES:-"push push-kv ack-push seed-step"}
 PARTITIONS=${PARTITIONS:-64}
 
 command -v jq >/dev/null || { echo "run-all.sh needs jq (apt-get install jq)" >&2; exit 1; }
@@ -53,7 +53,7 @@ for shape in $SHAPES; do
   for c in $CONCURRENCY; do
     p=$((c > PARTITIONS ? c : PARTITIONS))
     run "noop-$shape-$c" --against-noop --mode raw --shape "$shape" -c "$c" --partitions "$p"
-    if [ "$shape" != push ]; then
+    if [ "$shape" != push ] && [ "$shape" != push-kv ]; then
       run "noop2-$shape-$c" --against-noop --noop-pop --mode raw --shape "$shape" -c "$c" --partitions "$p"
     fi
     run "sdk-$shape-$c" --mode sdk --shape "$shape" -c "$c" --partitions "$p"
