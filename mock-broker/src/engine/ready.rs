@@ -5,7 +5,8 @@
 //! A pop on a queue must find a partition with work and no live lease for its group.
 //! Listing every partition on every pop is O(partitions), and Queen's model invites a
 //! partition per customer or entity: at 100,000 partitions the old scan (every 8th pop,
-//! and every pop that found its hints empty) made pops 20x slower than at 64.
+//! and every pop that found its hints of recently freed partitions empty) made pops 20x
+//! slower than at 64.
 //!
 //! Instead the writer keeps, per (tenant, queue, group), the **candidates**: a superset
 //! of the partitions claimable now, in arrival order, and the partitions that become
@@ -25,6 +26,10 @@
 //! A false candidate costs one look, so the rules only have to err on that side. Debug
 //! builds check completeness: a wildcard pop that finds nothing lists every partition
 //! and asserts none was claimable ([`super::pop`]).
+//!
+//! Measured (BENCHMARKS.md, third round): wildcard pops at 100,000 partitions ran at
+//! 0.05x their rate at 64 partitions with the old scan, 0.91x with this index (pop with
+//! a lease and an ack: 0.09x, then 0.94x).
 //!
 //! Memory: about 40 bytes per candidate. Past [`MAX_ENTRIES`] candidates over every
 //! group, the whole index is dropped and rebuilt on use.
