@@ -31,8 +31,8 @@
 //! 0.05x their rate at 64 partitions with the old scan, 0.91x with this index (pop with
 //! a lease and an ack: 0.09x, then 0.94x).
 //!
-//! Memory: about 40 bytes per candidate. Past [`MAX_ENTRIES`] candidates over every
-//! group, the whole index is dropped and rebuilt on use.
+//! Memory: about 40 bytes per candidate. Past [`MAX_ENTRIES`] candidates or
+//! [`MAX_GROUPS`] groups, the whole index is dropped and rebuilt on use.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -44,6 +44,9 @@ use crate::store::{Change, T, Tx};
 
 /// Most candidates held over every queue and group before the index starts afresh.
 pub const MAX_ENTRIES: usize = 4_000_000;
+
+/// Most (queue, group) pairs held before the index starts afresh.
+pub const MAX_GROUPS: usize = 65_536;
 
 /// Most partition owners remembered (partition id to tenant and queue).
 const MAX_OWNERS: usize = 1_000_000;
@@ -120,20 +123,16 @@ struct Owner {
 pub struct Ready {
     tenants: HashMap<String, HashMap<String, HashMap<String, Candidates>>>,
     owners: HashMap<u64, Owner>,
+    /// Groups built since the index last started afresh.
+    groups: usize,
+    /// Candidates they were built with (what the index holds, give or take the
+    /// partitions created since).
+    built_with: usize,
 }
 
 impl Ready {
     fn group(&mut self, tenant: &str, queue: &str, group: &str) -> Option<&mut Candidates> {
         self.tenants.get_mut(tenant)?.get_mut(queue)?.get_mut(group)
-    }
-
-    fn entries(&self) -> usize {
-        self.tenants
-            .values()
-            .flat_map(|q| q.values())
-            .flat_map(|g| g.values())
-            .map(|c| c.slots.len())
-            .sum()
     }
 }
 
@@ -145,9 +144,15 @@ pub fn is_built(tx: &Tx, tenant: &str, queue: &str, group: &str) -> bool {
 /// Starts the group's candidates on the queue with every one of its partitions.
 pub fn build(tx: &Tx, tenant: &str, queue: &str, group: &str, pids: Vec<u64>) {
     tx.with_memory(|r: &mut Ready| {
-        if r.entries() + pids.len() > MAX_ENTRIES {
+        // Bounded however many groups come and go (one per request, say): dropping
+        // everything is always correct, it only costs rebuilds.
+        if r.groups >= MAX_GROUPS || r.built_with + pids.len() > MAX_ENTRIES {
             r.tenants.clear();
+            r.groups = 0;
+            r.built_with = 0;
         }
+        r.groups += 1;
+        r.built_with += pids.len();
         let mut c = Candidates::default();
         for pid in pids {
             c.now(pid);
