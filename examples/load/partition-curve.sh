@@ -33,29 +33,10 @@ DURATION=${DURATION:-5}
 WARMUP=${WARMUP:-1}
 MODE=${MODE:-sdk}
 
-command -v jq >/dev/null || { echo "partition-curve.sh needs jq (apt-get install jq)" >&2; exit 1; }
-cargo build --release --quiet -p queen-load --bin load
-BIN=${CARGO_TARGET_DIR:-target}/release/load
-
-OUT=$(mktemp -d)
+. examples/load/common.sh
 trap 'rm -rf "$OUT"' EXIT
 
-# run NAME ARGS...: one run of load, its JSON report in $OUT/NAME.json ({} if it failed).
-run() {
-  local name=$1
-  shift
-  echo "  $name" >&2
-  if ! "$BIN" --json --duration "$DURATION" --warmup "$WARMUP" "$@" >"$OUT/$name.json" 2>"$OUT/$name.err"; then
-    echo "FAILED: $name ($*)" >&2
-    cat "$OUT/$name.err" >&2
-    echo '{}' >"$OUT/$name.json"
-  fi
-}
 
-# get NAME JQ-EXPR: a figure of a run's report.
-get() { jq -r "($2) // empty" "$OUT/$1.json"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
-num() { awk -v a="$1" 'BEGIN { if (a == "") print "-"; else printf "%.0f", a }'; }
 ms() { awk -v a="$1" 'BEGIN { if (a == "") print "-"; else printf "%.2f", a }'; }
 
 # The row sets: "label shape groups".

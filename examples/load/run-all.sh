@@ -20,11 +20,7 @@ CONCURRENCY=${CONCURRENCY:-"1 64 256"}
 SHAPES=${SHAPES:-"push push-kv ack-push seed-step"}
 PARTITIONS=${PARTITIONS:-64}
 
-command -v jq >/dev/null || { echo "run-all.sh needs jq (apt-get install jq)" >&2; exit 1; }
-cargo build --release --quiet -p queen-load --bin load
-BIN=${CARGO_TARGET_DIR:-target}/release/load
-
-OUT=$(mktemp -d)
+. examples/load/common.sh
 NOOP_PID=
 cleanup() {
   if [ -n "$NOOP_PID" ]; then kill "$NOOP_PID" 2>/dev/null || true; fi
@@ -32,20 +28,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# run NAME ARGS...: one run of load, its JSON report in $OUT/NAME.json ({} if it failed).
-run() {
-  local name=$1
-  shift
-  echo "  $name" >&2
-  if ! "$BIN" --json --duration "$DURATION" --warmup "$WARMUP" "$@" >"$OUT/$name.json" 2>"$OUT/$name.err"; then
-    echo "FAILED: $name ($*)" >&2
-    cat "$OUT/$name.err" >&2
-    echo '{}' >"$OUT/$name.json"
-  fi
-}
 
-# get NAME JQ-EXPR: a figure of a run's report.
-get() { jq -r "($2) // empty" "$OUT/$1.json"; }
 
 started=$(date +%s)
 echo "running (each ${DURATION}s after ${WARMUP}s warm-up):" >&2
@@ -75,8 +58,6 @@ kill "$NOOP_PID" 2>/dev/null || true
 wait "$NOOP_PID" 2>/dev/null || true
 NOOP_PID=
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
-num() { awk -v a="$1" 'BEGIN { if (a == "") print "-"; else printf "%.0f", a }'; }
 lat() { # NAME: p50/p99/p999 in ms
   local l
   l=$(jq -r '.latency_ms // empty | "\(.p50)/\(.p99)/\(.p999)"' "$OUT/$1.json")

@@ -30,24 +30,9 @@ WARMUP=${WARMUP:-1}
 MODE=${MODE:-sdk}
 PARTITIONS=$((WORKERS > 64 ? WORKERS : 64))
 
-command -v jq >/dev/null || { echo "stored-data.sh needs jq (apt-get install jq)" >&2; exit 1; }
-cargo build --release --quiet -p queen-load --bin load
-BIN=${CARGO_TARGET_DIR:-target}/release/load
-
-OUT=$(mktemp -d)
+. examples/load/common.sh
 trap 'rm -rf "$OUT"' EXIT
 
-# run NAME ARGS...: one run of load, its JSON report in $OUT/NAME.json ({} if it failed).
-run() {
-  local name=$1
-  shift
-  echo "  $name" >&2
-  if ! "$BIN" --json --duration "$DURATION" --warmup "$WARMUP" "$@" >"$OUT/$name.json" 2>"$OUT/$name.err"; then
-    echo "FAILED: $name ($*)" >&2
-    cat "$OUT/$name.err" >&2
-    echo '{}' >"$OUT/$name.json"
-  fi
-}
 
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # med KIND SHAPE JQ-EXPR: the median over the rounds of a figure of the KIND (empty or
@@ -59,8 +44,6 @@ med() {
 sum() {
   for r in $(seq "$ROUNDS"); do jq -r "($3) // 0" "$OUT/$1-$2-$r.json"; done | awk '{ s += $1 } END { print s + 0 }'
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
-num() { awk -v a="$1" 'BEGIN { if (a == "") print "-"; else printf "%.0f", a }'; }
 ms() { awk -v a="$1" 'BEGIN { if (a == "") print "-"; else printf "%.1f", a }'; }
 
 stored=(--stored-messages "$STORED_MESSAGES" --stored-partitions "$STORED_PARTITIONS"

@@ -340,15 +340,7 @@ async fn sdk_op(c: &Client, plan: &Plan, worker: usize, seq: u64, deadline: Inst
         };
     }
     if plan.shape == Shape::PushKv {
-        let step = push_kv_step(c, plan, worker, seq);
-        let t = Instant::now();
-        let out = step.commit().await;
-        let commit = Some(t.elapsed());
-        let outcome = match out {
-            Ok(Commit::Committed(_)) => Outcome::Done,
-            Ok(Commit::Gated { .. }) => Outcome::RolledBack("kv_precondition".into()),
-            Err(e) => sdk_error(e),
-        };
+        let (outcome, commit) = timed_commit(push_kv_step(c, plan, worker, seq)).await;
         return Step {
             outcome,
             popped: 0,
@@ -416,19 +408,25 @@ async fn sdk_op(c: &Client, plan: &Plan, worker: usize, seq: u64, deadline: Inst
                     })
             }),
     };
-    let t = Instant::now();
-    let out = step.commit().await;
-    let commit = Some(t.elapsed());
-    let outcome = match out {
-        Ok(Commit::Committed(_)) => Outcome::Done,
-        Ok(Commit::Gated { .. }) => Outcome::RolledBack("kv_precondition".into()),
-        Err(e) => sdk_error(e),
-    };
+    let (outcome, commit) = timed_commit(step).await;
     Step {
         outcome,
         popped: u64::from(popped),
         commit,
     }
+}
+
+/// Commits an SDK transaction: its outcome and how long the call took.
+async fn timed_commit(step: TransactionBuilder) -> (Outcome, Option<Duration>) {
+    let t = Instant::now();
+    let out = step.commit().await;
+    let took = Some(t.elapsed());
+    let outcome = match out {
+        Ok(Commit::Committed(_)) => Outcome::Done,
+        Ok(Commit::Gated { .. }) => Outcome::RolledBack("kv_precondition".into()),
+        Err(e) => sdk_error(e),
+    };
+    (outcome, took)
 }
 
 /// The transaction of `push-kv`: one push of one item and one KV `put`.
