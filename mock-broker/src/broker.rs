@@ -16,6 +16,7 @@ use crate::engine::writer::{StatsSnapshot, WriterThread};
 use crate::harness::{Faults, FaultyBackend, Harness, Inspector, RequestLog, StorageFaults};
 use crate::http::serve::ServeOptions;
 use crate::store;
+use crate::store::wal::{self, Wal};
 
 /// Where the broker keeps its data; chosen with [`MockBrokerBuilder::in_memory`] and
 /// [`MockBrokerBuilder::data_file`].
@@ -506,9 +507,12 @@ fn open_handle(
             None,
         )),
         (Storage::File(path), None) => {
+            let new = !path.exists();
             let db = store::open_with_cache(Some(&path), cache)?;
+            let (log, created) = wal::open_file(&wal::path_for(&path))?;
+            let wal = Wal::new(log, created.then(|| folder_of(&path))).for_new_database(new);
             let opener: store::Opener = Box::new(move || store::reopen_file(&path, cache));
-            Ok(store::DbHandle::new(db, Some(opener)))
+            store::DbHandle::with_wal(db, Some(opener), wal)
         }
         (Storage::InMemory, Some(faults)) => {
             let memory: A<dyn redb::StorageBackend> =
@@ -538,11 +542,18 @@ fn open_handle(
                     .map_err(|e| store::StoreError::Redb(e.into()))?;
                 Ok(A::new(redb::backends::FileBackend::new(file)?))
             };
+            let new = !path.exists();
             let db = store::open_backend(
                 FaultyBackend::new(file_backend(&path)?, faults.clone()),
                 cache,
                 true,
             )?;
+            let (log, created) = wal::open_file(&wal::path_for(&path))?;
+            let wal = Wal::new(
+                A::new(FaultyBackend::new(log, faults.clone())),
+                created.then(|| folder_of(&path)),
+            )
+            .for_new_database(new);
             let opener: store::Opener = Box::new(move || {
                 store::open_backend(
                     FaultyBackend::new(file_backend(&path)?, faults.clone()),
@@ -550,8 +561,16 @@ fn open_handle(
                     false,
                 )
             });
-            Ok(store::DbHandle::new(db, Some(opener)))
+            store::DbHandle::with_wal(db, Some(opener), wal)
         }
+    }
+}
+
+/// The folder holding `file` (its name is an entry there, synced like data).
+fn folder_of(file: &std::path::Path) -> std::path::PathBuf {
+    match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
     }
 }
 

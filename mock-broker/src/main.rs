@@ -27,7 +27,8 @@ struct Args {
     #[arg(long, env = "QUEEN_LISTEN", default_value = "127.0.0.1:6632")]
     listen: SocketAddr,
 
-    /// The redb file holding all data (created, with its folder, if missing).
+    /// The redb file holding all data (created, with its folder, if missing); its
+    /// write-ahead log is `<data>.wal` beside it, part of the database.
     #[arg(long, env = "QUEEN_DATA", default_value = "./queen-data/queen.redb")]
     data: PathBuf,
 

@@ -5,7 +5,8 @@
 //! per batch: the acks, one or two pushes, a KV row, a timer and a consumer position,
 //! all named after a unique tag. Meanwhile the broker is killed with SIGKILL at random
 //! moments and restarted on the same file. After every kill the file is reopened (a copy
-//! of it between rounds, the file itself after the last round) and checked:
+//! of it and its write-ahead log between rounds, the file itself after the last round)
+//! and checked:
 //!
 //! - every transaction the broker answered `success: true` is entirely present (lost = 0);
 //! - every transaction attempted, answered or not, is all there or not there at all
@@ -477,6 +478,13 @@ impl Check {
     }
 }
 
+/// The write-ahead log beside a data file.
+fn wal_of(data: &Path) -> PathBuf {
+    let mut p = data.as_os_str().to_owned();
+    p.push(".wal");
+    PathBuf::from(p)
+}
+
 /// Opens `data` with an in-process broker and checks it against what the workers did.
 async fn check_file(
     data: &Path,
@@ -794,13 +802,17 @@ async fn committed_transactions_survive_sigkill_and_none_is_partial() {
 
         // Check a copy of the file as the kill left it, then restart on the file itself
         // (so that the broker, not the check, is the one that recovers it).
+        // The database is its file and its write-ahead log (`<data>.wal`): a copy of
+        // both is what a kill left.
         std::fs::copy(&data, &snapshot).expect("copy the data file");
+        std::fs::copy(wal_of(&data), wal_of(&snapshot)).expect("copy the write-ahead log");
         let (attempts, acked) = {
             let log = shared.log.lock().unwrap();
             (log.attempts.clone(), log.acknowledged.clone())
         };
         let check = check_file(&snapshot, &attempts, &acked, seeded).await;
         std::fs::remove_file(&snapshot).expect("remove the snapshot");
+        std::fs::remove_file(wal_of(&snapshot)).expect("remove the snapshot's log");
         print_round(round, ran_for, restart, shared.acked_in(round), &check);
         let failed = check.failures();
         assert!(

@@ -7,18 +7,24 @@
 //! rollback never disturbs its neighbours, commits the batch once with
 //! `Durability::Immediate`, and only then answers each caller. No caller hears success
 //! before its write is on disk. While one batch is being synced the next one gathers.
+//!
+//! On a file, "commits the batch" is cheaper than a durable redb commit: the batch's
+//! rows are appended to the write-ahead log and synced ([`crate::store::wal`]), the
+//! redb commit is made without a sync, and a durable redb commit (a checkpoint) follows
+//! once a second or so, after the batch's callers are answered.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redb::Database;
+use redb::{Database, Durability};
 use tokio::sync::{mpsc, oneshot};
 
 use super::notify::Wakers;
 use crate::clock::Clock;
 use crate::error::EngineError;
+use crate::store::wal::{MAX_RECORD, Wal};
 use crate::store::{DbHandle, Degradation, Health, Memory, Room, StoreError, Tables, Tx};
 
 /// Most commands applied in one commit; bounds the latency of the first in a batch.
@@ -236,6 +242,7 @@ fn run(
         let outcome = current_db(&db, &mut live, &mut memory).and_then(|d| {
             apply_batch(
                 &d,
+                db.wal().as_deref_mut(),
                 clock.as_ref(),
                 &memory,
                 &mut batch,
@@ -248,7 +255,18 @@ fn run(
             )
         });
         match &outcome {
-            Ok(true) => {
+            Ok(Applied::Logged(e)) => {
+                // Durable in the log, so its callers hear success; redb refuses every
+                // call after a failed commit, and a reopen replays the batch into it.
+                tracing::error!(error = %e, commands = n, "commit after the log failed; reopening");
+                stats.commits.fetch_add(1, Ordering::Relaxed);
+                db.set_health(Health::Degraded(
+                    e.degradation().unwrap_or(Degradation::IoError),
+                ));
+                reopen(&db, &mut live, &mut memory);
+                stats.live_bytes.store(live, Ordering::Relaxed);
+            }
+            Ok(Applied::Committed) => {
                 db.set_health(match disk_full {
                     Some(_) => Health::Degraded(Degradation::StorageFull),
                     None => Health::Healthy,
@@ -256,7 +274,7 @@ fn run(
                 stats.live_bytes.store(live, Ordering::Relaxed);
                 stats.commits.fetch_add(1, Ordering::Relaxed);
             }
-            Ok(false) => {
+            Ok(Applied::ReadOnly) => {
                 stats.read_only_batches.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
@@ -276,7 +294,11 @@ fn run(
                         );
                         disk_full = Some(Instant::now());
                     }
-                    reopen(&db, &mut live, &mut memory);
+                    // A failed append to the log leaves redb as it was (the batch's
+                    // transaction was dropped): only a failed redb commit needs it.
+                    if !matches!(**e, StoreError::Log(_)) {
+                        reopen(&db, &mut live, &mut memory);
+                    }
                 }
             }
         }
@@ -290,8 +312,45 @@ fn run(
         for job in batch.drain(..) {
             job.finish(committed.clone());
         }
+        // After the answers: the callers of this batch do not wait for it.
+        if db.wal().is_some_and(|w| w.checkpoint_due()) {
+            checkpoint_or_reopen(&db, &mut live, &mut memory);
+        }
+    }
+    // A clean stop leaves the log empty and everything in redb's file.
+    if db.wal().is_some_and(|w| w.holds_records()) {
+        checkpoint_or_reopen(&db, &mut live, &mut memory);
+    }
+    if let Some(mut wal) = db.wal() {
+        wal.close();
     }
     tracing::debug!("writer stopped");
+}
+
+/// Makes every batch so far part of redb's file with one durable commit (see
+/// [`Wal::checkpointed`]). A failure loses nothing: the log still holds every record
+/// since the last checkpoint, and the reopen that a failed redb commit needs replays
+/// them.
+fn checkpoint_or_reopen(db: &DbHandle, live: &mut u64, memory: &mut Memory) {
+    let result = db.get().and_then(|d| {
+        let txn = d.begin_write()?;
+        txn.commit()?;
+        Ok(())
+    });
+    match result {
+        Ok(()) => {
+            if let Some(mut wal) = db.wal() {
+                wal.checkpointed(false);
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "checkpoint failed; reopening (the log keeps every record)");
+            if let Some(why) = e.degradation() {
+                db.set_health(Health::Degraded(why));
+            }
+            reopen(db, live, memory);
+        }
+    }
 }
 
 /// The database to commit to: the current one, or, while a reopen is pending, a new
@@ -343,39 +402,75 @@ fn store_err(e: impl Into<StoreError>) -> Arc<StoreError> {
     Arc::new(e.into())
 }
 
-/// Applies every job in one write transaction. `Ok(true)`: committed durably, and
-/// `live` updated to the bytes now stored; `Ok(false)`: nothing was written, so no
-/// commit was needed.
+/// What a batch came to.
+enum Applied {
+    /// It wrote nothing, so it needed no commit.
+    ReadOnly,
+    /// Committed: durably in redb, or synced in the log and committed to redb.
+    Committed,
+    /// Synced in the log, so durable, but redb refused the commit: the database must be
+    /// reopened, which replays the batch from the log.
+    Logged(Arc<StoreError>),
+}
+
+/// Applies every job in one write transaction and commits it: through `wal` when there
+/// is one (a database on a file), else durably in redb. `live` is updated to the bytes
+/// now stored once the batch is durable.
+#[allow(clippy::too_many_arguments)]
 fn apply_batch(
     db: &Database,
+    wal: Option<&mut Wal>,
     clock: &dyn Clock,
     memory: &Memory,
     batch: &mut [Box<dyn Job>],
     woken: &mut Vec<(String, String)>,
     live: &mut u64,
     room: Room,
-) -> Result<bool, Arc<StoreError>> {
-    let txn = db.begin_write().map_err(store_err)?;
+) -> Result<Applied, Arc<StoreError>> {
+    let mut txn = db.begin_write().map_err(store_err)?;
     let mut dirty = false;
-    let live_after;
-    {
+    let (live_after, rows) = {
         let mut tables = Tables::open(&txn, *live, room)?;
+        if wal.is_some() {
+            tables = tables.log_rows();
+        }
         for job in batch.iter_mut() {
             let mut tx = Tx::new(&mut tables, clock.now_micros(), memory);
             job.apply(&mut tx)?;
             dirty |= tx.flushed_any();
             woken.append(&mut tx.woken);
         }
-        live_after = tables.live_bytes();
+        let live_after = tables.live_bytes();
         if dirty && live_after != *live {
             tables.store_live_bytes()?;
         }
-    }
-    if dirty {
-        txn.commit().map_err(store_err)?;
-        *live = live_after;
-    } else {
+        if dirty && let Some(w) = &wal {
+            tables.store_wal_seq(w.next_seq())?;
+        }
+        (live_after, tables.take_log())
+    };
+    if !dirty {
         txn.abort().map_err(store_err)?;
+        return Ok(Applied::ReadOnly);
     }
-    Ok(dirty)
+    match (wal, rows) {
+        (Some(w), Some(rows)) if rows.as_bytes().len() <= MAX_RECORD => {
+            txn.set_durability(Durability::None)
+                .map_err(|e| store_err(redb::Error::from(e)))?;
+            // Dropping `txn` on an error aborts it: redb stays as it was.
+            w.append(&rows).map_err(Arc::new)?;
+            *live = live_after;
+            if let Err(e) = txn.commit() {
+                return Ok(Applied::Logged(store_err(e)));
+            }
+        }
+        (w, _) => {
+            txn.commit().map_err(store_err)?;
+            *live = live_after;
+            if let Some(w) = w {
+                w.checkpointed(true);
+            }
+        }
+    }
+    Ok(Applied::Committed)
 }

@@ -5,8 +5,9 @@
 //! dropped and opened again. So nothing keeps a `Database` for long: the writer and the
 //! readers take the current one from a [`DbHandle`] per batch or per read, and the
 //! writer, after a failed commit, drops it and opens the file again. What is on disk is
-//! the last durable commit, so a reopened database holds every acknowledged write and
-//! nothing of the failed batch.
+//! the last durable commit and the write-ahead log after it ([`Wal`], replayed by
+//! every open), so a reopened database holds every acknowledged write and nothing of
+//! the failed batch.
 
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use redb::Database;
 
 use super::StoreError;
 use super::reserve::Reserve;
+use super::wal::Wal;
 
 /// Opens the database again (the same file, or the same backend).
 pub type Opener = Box<dyn Fn() -> Result<Database, StoreError> + Send + Sync>;
@@ -53,6 +55,8 @@ pub struct DbHandle {
     opener: Option<Opener>,
     health: Mutex<Health>,
     reserve: Option<Box<dyn Reserve>>,
+    /// The write-ahead log of a database on a file; only the writer appends to it.
+    wal: Option<Mutex<Wal>>,
 }
 
 /// How long a reopen waits for reads still holding the old database.
@@ -67,7 +71,31 @@ impl DbHandle {
             opener,
             health: Mutex::new(Health::Healthy),
             reserve: None,
+            wal: None,
         }
+    }
+
+    /// Holds `db` with its write-ahead log: replays into `db` the records its file
+    /// lacks (see [`Wal::recover`]), and does so again at every reopen.
+    pub fn with_wal(
+        db: Database,
+        opener: Option<Opener>,
+        mut wal: Wal,
+    ) -> Result<Self, StoreError> {
+        let replayed = wal.recover(&db)?;
+        if replayed > 0 {
+            tracing::info!(records = replayed, "write-ahead log replayed");
+        }
+        let mut handle = Self::new(db, opener);
+        handle.wal = Some(Mutex::new(wal));
+        Ok(handle)
+    }
+
+    /// The write-ahead log, if the database has one (a file does; memory does not).
+    pub(crate) fn wal(&self) -> Option<std::sync::MutexGuard<'_, Wal>> {
+        self.wal
+            .as_ref()
+            .map(|w| w.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Holds `reserve` back for a full disk (see [`super::reserve`]).
@@ -140,7 +168,13 @@ impl DbHandle {
             }
             drop(old);
         }
-        let db = Arc::new(opener()?);
+        let db = opener()?;
+        // The writer calls this holding no guard of the log.
+        if let Some(mut wal) = self.wal() {
+            let replayed = wal.recover(&db)?;
+            tracing::info!(records = replayed, "write-ahead log replayed at reopen");
+        }
+        let db = Arc::new(db);
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(db.clone());
         Ok(db)
     }

@@ -12,6 +12,7 @@ pub mod records;
 pub mod reserve;
 pub mod stream_keys;
 mod tx;
+pub mod wal;
 
 use std::path::Path;
 
@@ -30,6 +31,10 @@ pub enum StoreError {
     /// redb failed (I/O, a full disk, a corrupt file).
     #[error("storage: {0}")]
     Redb(#[from] redb::Error),
+    /// The write-ahead log could not be written or synced: the batch was not
+    /// committed, and redb is as it was before it.
+    #[error("write-ahead log: {0}")]
+    Log(#[source] std::io::Error),
     /// A stored record could not be decoded.
     #[error("corrupt record: {0}")]
     Corrupt(String),
@@ -61,8 +66,11 @@ impl StoreError {
     /// Whether this is an I/O failure of the storage itself, and which: after one,
     /// redb refuses every call until the database is reopened.
     pub fn degradation(&self) -> Option<Degradation> {
-        let StoreError::Redb(e) = self else {
-            return None;
+        let e = match self {
+            StoreError::Redb(e) => e,
+            StoreError::Log(io) if is_no_space(io) => return Some(Degradation::StorageFull),
+            StoreError::Log(_) => return Some(Degradation::IoError),
+            _ => return None,
         };
         match e {
             redb::Error::Io(io) if is_no_space(io) => Some(Degradation::StorageFull),
@@ -276,7 +284,7 @@ pub fn live_bytes(db: &Database) -> Result<u64, StoreError> {
         let table = txn.open_table(def)?;
         for row in table.iter()? {
             let (k, v) = row?;
-            if k.value() != LIVE_BYTES_KEY {
+            if k.value() != LIVE_BYTES_KEY && k.value() != wal::WAL_SEQ_KEY {
                 total += (k.value().len() + v.value().len()) as u64;
             }
         }

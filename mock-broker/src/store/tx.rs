@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 
 use super::memory::Memory;
 use super::records::{decode, encode, encode_compact};
+use super::wal::{RowLog, WAL_SEQ_KEY};
 use super::{LIVE_BYTES_KEY, StoreError, T, TABLE_COUNT, TABLES};
 use crate::clock::Micros;
 
@@ -37,6 +38,9 @@ pub struct Tables<'t> {
     live_bytes: u64,
     /// When commands that add data are refused.
     room: Room,
+    /// Every row flushed, for the write-ahead log (`None`: the batch commits to redb
+    /// durably and needs no log).
+    log: Option<RowLog>,
 }
 
 impl<'t> Tables<'t> {
@@ -54,7 +58,26 @@ impl<'t> Tables<'t> {
             tables,
             live_bytes,
             room,
+            log: None,
         })
+    }
+
+    /// Records every row flushed from now on, for the write-ahead log.
+    pub fn log_rows(mut self) -> Self {
+        self.log = Some(RowLog::default());
+        self
+    }
+
+    /// The rows recorded since [`Tables::log_rows`].
+    pub(crate) fn take_log(&mut self) -> Option<RowLog> {
+        self.log.take()
+    }
+
+    /// Records in the batch the sequence number of the log record that will carry it
+    /// (see [`super::wal`]). Not itself logged: a replay writes it anew.
+    pub(crate) fn store_wal_seq(&mut self, seq: u64) -> Result<(), StoreError> {
+        self.tables[T::Meta as usize].insert(WAL_SEQ_KEY, seq.to_be_bytes().as_slice())?;
+        Ok(())
     }
 
     /// Bytes of keys and values stored, counting every command flushed so far.
@@ -65,8 +88,11 @@ impl<'t> Tables<'t> {
     /// Records the live byte count in the batch itself, so it is as durable as the
     /// rows it counts and a restart need not scan the database. Not counted itself.
     pub(crate) fn store_live_bytes(&mut self) -> Result<(), StoreError> {
-        self.tables[T::Meta as usize]
-            .insert(LIVE_BYTES_KEY, encode(&self.live_bytes).as_slice())?;
+        let value = encode(&self.live_bytes);
+        if let Some(log) = &mut self.log {
+            log.put(T::Meta as usize, LIVE_BYTES_KEY, &value);
+        }
+        self.tables[T::Meta as usize].insert(LIVE_BYTES_KEY, value.as_slice())?;
         Ok(())
     }
 }
@@ -271,7 +297,14 @@ impl<'a, 't> Tx<'a, 't> {
         for (i, m) in self.overlay.iter_mut().enumerate() {
             self.flushed |= !m.is_empty();
             let table = &mut self.tables.tables[i];
+            let log = &mut self.tables.log;
             for (k, v) in std::mem::take(m) {
+                if let Some(log) = log.as_mut() {
+                    match &v {
+                        Some(v) => log.put(i, &k, v),
+                        None => log.delete(i, &k),
+                    }
+                }
                 let old = match &v {
                     Some(v) => {
                         added += (k.len() + v.len()) as u64;
