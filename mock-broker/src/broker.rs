@@ -98,6 +98,7 @@ pub struct MockBrokerBuilder {
     harness: bool,
     storage_faults: Option<StorageFaults>,
     storage_reserve: u64,
+    checkpoint_every: Duration,
 }
 
 impl Default for MockBrokerBuilder {
@@ -114,6 +115,7 @@ impl Default for MockBrokerBuilder {
             harness: true,
             storage_faults: None,
             storage_reserve: 0,
+            checkpoint_every: store::wal::CHECKPOINT_EVERY,
         }
     }
 }
@@ -382,6 +384,37 @@ impl MockBrokerBuilder {
         self
     }
 
+    /// The longest time between checkpoints of a database on a file (default
+    /// [`store::wal::CHECKPOINT_EVERY`]): each batch is durable once its record is
+    /// synced in the write-ahead log (`<data>.wal`), and a checkpoint, a durable redb
+    /// commit, then makes the log's records part of the data file. Rarer checkpoints
+    /// stall the writer less often but for longer, and leave more for a restart to
+    /// replay; zero makes one after every batch. Ignored in memory.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use std::time::Duration;
+    /// use queen_mock_broker::MockBroker;
+    /// let dir = tempfile::tempdir()?;
+    /// let broker = MockBroker::builder()
+    ///     .data_file(dir.path().join("queen.redb"))
+    ///     .checkpoint_every(Duration::ZERO)
+    ///     .start()
+    ///     .await?;
+    /// let pushed = reqwest::Client::new()
+    ///     .post(format!("{}/api/v1/push", broker.url()))
+    ///     .json(&serde_json::json!({"items": [{"queue": "q", "payload": 1}]}))
+    ///     .send()
+    ///     .await?;
+    /// assert_eq!(pushed.status(), 201); // on disk: synced in the log, then checkpointed
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn checkpoint_every(mut self, every: Duration) -> Self {
+        self.checkpoint_every = every;
+        self
+    }
+
     /// Opens storage, binds, and starts serving (the timer scheduler included).
     ///
     /// ```
@@ -396,15 +429,16 @@ impl MockBrokerBuilder {
     /// # }
     /// ```
     pub async fn start(self) -> Result<MockBroker, StartError> {
-        let (storage, cache, faults, reserve) = (
+        let (storage, cache, faults, reserve, every) = (
             self.storage.clone(),
             self.cache_bytes,
             self.storage_faults.clone(),
             self.storage_reserve,
+            self.checkpoint_every,
         );
         let db = tokio::task::spawn_blocking(move || {
             with_reserve(
-                open_handle(storage.clone(), cache, faults.clone())?,
+                open_handle(storage.clone(), cache, faults.clone(), every)?,
                 &storage,
                 faults,
                 reserve,
@@ -499,6 +533,7 @@ fn open_handle(
     storage: Storage,
     cache: usize,
     faults: Option<StorageFaults>,
+    every: Duration,
 ) -> Result<store::DbHandle, store::StoreError> {
     use std::sync::Arc as A;
     match (storage, faults) {
@@ -510,7 +545,9 @@ fn open_handle(
             let new = !path.exists();
             let db = store::open_with_cache(Some(&path), cache)?;
             let (log, created) = wal::open_file(&wal::path_for(&path))?;
-            let wal = Wal::new(log, created.then(|| folder_of(&path))).for_new_database(new);
+            let wal = Wal::new(log, created.then(|| folder_of(&path)))
+                .for_new_database(new)
+                .checkpoint_every(every);
             let opener: store::Opener = Box::new(move || store::reopen_file(&path, cache));
             store::DbHandle::with_wal(db, Some(opener), wal)
         }
@@ -553,7 +590,8 @@ fn open_handle(
                 A::new(FaultyBackend::new(log, faults.clone())),
                 created.then(|| folder_of(&path)),
             )
-            .for_new_database(new);
+            .for_new_database(new)
+            .checkpoint_every(every);
             let opener: store::Opener = Box::new(move || {
                 store::open_backend(
                     FaultyBackend::new(file_backend(&path)?, faults.clone()),

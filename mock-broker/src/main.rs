@@ -63,6 +63,13 @@ struct Args {
     #[arg(long, env = "QUEEN_CACHE_SIZE", value_parser = parse_size, default_value = "64MiB")]
     cache_size: u64,
 
+    /// Longest time, in milliseconds, between checkpoints: durable commits of the data
+    /// file that make the write-ahead log's records part of it (every write is durable
+    /// in the log first). Rarer ones stall writes less often but for longer; 0 makes one
+    /// after every group of writes.
+    #[arg(long, env = "QUEEN_CHECKPOINT_MS", default_value_t = 10_000)]
+    checkpoint_ms: u64,
+
     /// Most connections served at once; more wait in the kernel's backlog.
     #[arg(long, env = "QUEEN_MAX_CONNECTIONS", default_value_t = 4096)]
     max_connections: usize,
@@ -103,7 +110,8 @@ async fn main() -> anyhow::Result<()> {
     }
     builder = builder
         .cache_size(usize::try_from(args.cache_size).unwrap_or(usize::MAX))
-        .storage_reserve(args.storage_reserve);
+        .storage_reserve(args.storage_reserve)
+        .checkpoint_every(Duration::from_millis(args.checkpoint_ms));
     if let Some(cap) = args.storage_cap {
         tracing::info!(cap_bytes = cap, "storage cap on");
         builder = builder.storage_cap(cap);

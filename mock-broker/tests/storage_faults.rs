@@ -275,3 +275,33 @@ async fn with_a_storage_reserve_a_full_disk_still_serves_pops_and_acks() {
     assert_eq!(stored(&broker), ["m-0", "m-1", "m-2", "after"]);
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_checkpoint_that_fails_loses_nothing_the_log_holds() {
+    // On a file, a batch is durable once its record is synced in the write-ahead log;
+    // the durable redb commit (the checkpoint) comes later. One that fails, here the
+    // one at shutdown, must leave every acknowledged write to the log's replay.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("queen.redb");
+    let faults = StorageFaults::default();
+    let broker = start(&file, &faults).await;
+    let c = Client::of(&broker);
+    assert_eq!(c.push("a", 1).await.0, StatusCode::CREATED);
+    assert_eq!(c.kv_put("k").await, StatusCode::OK);
+    assert_eq!(c.push("b", 1).await.0, StatusCode::CREATED);
+    faults.inject(StorageFault::Io);
+    broker.shutdown().await;
+    assert!(faults.hits() > 0, "the checkpoint met the fault");
+    let log = std::fs::metadata(dir.path().join("queen.redb.wal")).unwrap();
+    assert!(log.len() > 0, "the log keeps its records");
+
+    faults.heal();
+    let broker = start(&file, &StorageFaults::default()).await;
+    assert_eq!(stored(&broker), ["a", "b"]);
+    let c = Client::of(&broker);
+    assert_eq!(c.get("/api/v1/kv/app/k").await.1["found"], true);
+    broker.shutdown().await;
+    // A clean stop empties the log: everything is in the data file.
+    let log = std::fs::metadata(dir.path().join("queen.redb.wal")).unwrap();
+    assert_eq!(log.len(), 0);
+}

@@ -11,7 +11,7 @@
 //! On a file, "commits the batch" is cheaper than a durable redb commit: the batch's
 //! rows are appended to the write-ahead log and synced ([`crate::store::wal`]), the
 //! redb commit is made without a sync, and a durable redb commit (a checkpoint) follows
-//! once a second or so, after the batch's callers are answered.
+//! every few seconds (`Wal::checkpoint_due`), after the batch's callers are answered.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
