@@ -177,8 +177,8 @@ pub fn path_for(data: &std::path::Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// Opens (creating if needed) the log's file at `path` as a redb backend (which locks
-/// it: two brokers cannot share a log).
+/// Opens (creating if needed) the log's file at `path` as a redb backend. It takes no
+/// lock of its own: the database file's lock, taken first, keeps a second broker out.
 pub fn open_file(path: &std::path::Path) -> Result<(Arc<dyn StorageBackend>, bool), StoreError> {
     let created = !path.exists();
     let file = std::fs::OpenOptions::new()
