@@ -4,7 +4,8 @@
 //! and runs eight SDK workers that each pop input messages and commit one transaction
 //! per batch: the acks, one or two pushes, a KV row, a timer and a consumer position,
 //! all named after a unique tag. Meanwhile the broker is killed with SIGKILL at random
-//! moments and restarted on the same file. After every kill the file is reopened (a copy
+//! moments and restarted on the same file, its checkpoint interval changing from round to
+//! round (see `checkpoint_ms`). After every kill the file is reopened (a copy
 //! of it and its write-ahead log between rounds, the file itself after the last round)
 //! and checked:
 //!
@@ -117,12 +118,14 @@ fn keep_tail(buf: &Mutex<Vec<String>>, line: String) {
 
 impl Broker {
     /// Starts the binary and waits for its `listening on` line.
-    async fn start(data: &Path) -> Broker {
+    async fn start(data: &Path, checkpoint_ms: u64) -> Broker {
         let mut child = Command::new(env!("CARGO_BIN_EXE_queen-mock-broker"))
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--data")
             .arg(data)
+            .arg("--checkpoint-ms")
+            .arg(checkpoint_ms.to_string())
             .arg("--log")
             .arg("warn")
             .stdin(Stdio::null())
@@ -485,6 +488,14 @@ fn wal_of(data: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// The checkpoint interval of the broker's `generation`-th start. A round is shorter
+/// than the default interval, so the kills would land only between checkpoints: other
+/// rounds checkpoint after every batch, or every 30 ms, so that kills land during and
+/// just after checkpoints too (a log started again over the last generation's records).
+fn checkpoint_ms(generation: usize) -> u64 {
+    [10_000, 0, 30][generation % 3]
+}
+
 /// Opens `data` with an in-process broker and checks it against what the workers did.
 async fn check_file(
     data: &Path,
@@ -734,7 +745,7 @@ async fn committed_transactions_survive_sigkill_and_none_is_partial() {
     let snapshot: PathBuf = dir.path().join("snapshot.redb");
 
     // Seed, durably, before the first kill.
-    let mut broker = Broker::start(&data).await;
+    let mut broker = Broker::start(&data, checkpoint_ms(1)).await;
     let mut restart = started.elapsed();
     let control = Client::new(&broker.url).expect("client");
     control
@@ -822,7 +833,7 @@ async fn committed_transactions_survive_sigkill_and_none_is_partial() {
         );
 
         let t = Instant::now();
-        broker = Broker::start(&data).await;
+        broker = Broker::start(&data, checkpoint_ms(round + 1)).await;
         restart = t.elapsed();
         *shared.conn.write().unwrap() = Conn {
             generation: round + 1,
