@@ -544,7 +544,7 @@ fn open_handle(
         (Storage::File(path), None) => {
             let new = !path.exists();
             let db = store::open_with_cache(Some(&path), cache)?;
-            let (log, created) = wal::open_file(&wal::path_for(&path))?;
+            let (log, created) = store::file_backend(&wal::path_for(&path))?;
             let wal = Wal::new(log, created.then(|| folder_of(&path)))
                 .for_new_database(new)
                 .checkpoint_every(every);
@@ -566,26 +566,14 @@ fn open_handle(
             Ok(store::DbHandle::new(db, Some(opener)))
         }
         (Storage::File(path), Some(faults)) => {
-            let file_backend = move |path: &std::path::Path| -> Result<A<dyn redb::StorageBackend>, store::StoreError> {
-                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|e| store::StoreError::Redb(e.into()))?;
-                }
-                let file = std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(path)
-                    .map_err(|e| store::StoreError::Redb(e.into()))?;
-                Ok(A::new(redb::backends::FileBackend::new(file)?))
-            };
+            let file_backend = |path: &std::path::Path| store::file_backend(path).map(|(f, _)| f);
             let new = !path.exists();
             let db = store::open_backend(
                 FaultyBackend::new(file_backend(&path)?, faults.clone()),
                 cache,
                 true,
             )?;
-            let (log, created) = wal::open_file(&wal::path_for(&path))?;
+            let (log, created) = store::file_backend(&wal::path_for(&path))?;
             let wal = Wal::new(
                 A::new(FaultyBackend::new(log, faults.clone())),
                 created.then(|| folder_of(&path)),

@@ -55,12 +55,13 @@ fn a_file_of_garbage_and_a_truncated_file_are_refused_in_one_line() {
 
 #[test]
 fn a_write_ahead_log_whose_database_is_gone_is_refused_not_replayed() {
-    use queen_mock_broker::store::wal::{RowLog, Wal, open_file, path_for};
+    use queen_mock_broker::store::file_backend;
+    use queen_mock_broker::store::wal::{RowLog, Wal, path_for};
     let dir = tempfile::tempdir().unwrap();
     // A crash leaves `queen.redb` and its log; the operator deletes the database alone.
     let data = dir.path().join("queen.redb");
     let db = queen_mock_broker::store::open(Some(&data)).unwrap();
-    let (file, _) = open_file(&path_for(&data)).unwrap();
+    let (file, _) = file_backend(&path_for(&data)).unwrap();
     let mut wal = Wal::new(file, None);
     wal.recover(&db).unwrap();
     let mut rows = RowLog::default();

@@ -205,6 +205,32 @@ pub fn open(path: Option<&Path>) -> Result<Database, StoreError> {
     open_with_cache(path, DEFAULT_CACHE_BYTES)
 }
 
+/// Opens (creating it, and its folder, if missing) the file at `path` as a redb
+/// backend, for a backend wrapped around the file (the harness's faults) and for the
+/// write-ahead log. Answers whether the file was created. It takes no lock: redb
+/// locks the database file when it opens it, which keeps a second broker away from
+/// the log as well.
+pub fn file_backend(
+    path: &Path,
+) -> Result<(std::sync::Arc<dyn redb::StorageBackend>, bool), StoreError> {
+    let io = |e: std::io::Error| StoreError::Redb(e.into());
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let created = !path.exists();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(io)?;
+    Ok((
+        std::sync::Arc::new(redb::backends::FileBackend::new(file)?),
+        created,
+    ))
+}
+
 /// [`open`] with a page cache of at most `cache_bytes`.
 pub fn open_with_cache(path: Option<&Path>, cache_bytes: usize) -> Result<Database, StoreError> {
     let db = match path {

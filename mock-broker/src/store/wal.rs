@@ -177,20 +177,6 @@ pub fn path_for(data: &std::path::Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// Opens (creating if needed) the log's file at `path` as a redb backend. It takes no
-/// lock of its own: the database file's lock, taken first, keeps a second broker out.
-pub fn open_file(path: &std::path::Path) -> Result<(Arc<dyn StorageBackend>, bool), StoreError> {
-    let created = !path.exists();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| StoreError::Redb(e.into()))?;
-    Ok((Arc::new(redb::backends::FileBackend::new(file)?), created))
-}
-
 impl Wal {
     /// The log in `file`; [`Wal::recover`] must run before the first append. When the
     /// file was just created, `dir` is synced before the first record counts.
