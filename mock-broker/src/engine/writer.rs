@@ -419,7 +419,7 @@ enum Applied {
 #[allow(clippy::too_many_arguments)]
 fn apply_batch(
     db: &Database,
-    wal: Option<&mut Wal>,
+    mut wal: Option<&mut Wal>,
     clock: &dyn Clock,
     memory: &Memory,
     batch: &mut [Box<dyn Job>],
@@ -431,8 +431,8 @@ fn apply_batch(
     let mut dirty = false;
     let (live_after, rows) = {
         let mut tables = Tables::open(&txn, *live, room)?;
-        if wal.is_some() {
-            tables = tables.log_rows();
+        if let Some(w) = wal.as_deref_mut() {
+            tables = tables.log_rows(w.spare_rows());
         }
         for job in batch.iter_mut() {
             let mut tx = Tx::new(&mut tables, clock.now_micros(), memory);
@@ -457,8 +457,10 @@ fn apply_batch(
         (Some(w), Some(rows)) if rows.as_bytes().len() <= MAX_RECORD => {
             txn.set_durability(Durability::None)
                 .map_err(|e| store_err(redb::Error::from(e)))?;
+            let appended = w.append(&rows);
+            w.recycle(rows);
             // Dropping `txn` on an error aborts it: redb stays as it was.
-            w.append(&rows).map_err(Arc::new)?;
+            appended.map_err(Arc::new)?;
             *live = live_after;
             if let Err(e) = txn.commit() {
                 return Ok(Applied::Logged(store_err(e)));

@@ -62,9 +62,11 @@ impl<'t> Tables<'t> {
         })
     }
 
-    /// Records every row flushed from now on, for the write-ahead log.
-    pub fn log_rows(mut self) -> Self {
-        self.log = Some(RowLog::default());
+    /// Records every row flushed from now on into `rows` (emptied first), for the
+    /// write-ahead log.
+    pub fn log_rows(mut self, mut rows: RowLog) -> Self {
+        rows.clear();
+        self.log = Some(rows);
         self
     }
 

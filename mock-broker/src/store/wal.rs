@@ -57,6 +57,14 @@ pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
 /// its pages are many and mostly new, so the log would only write them twice.
 pub const MAX_RECORD: usize = 8 << 20;
 
+/// The largest row buffer kept from one batch for the next (see [`Wal::recycle`]).
+const KEEP_ROWS: usize = 1 << 20;
+
+/// The log's file grows ahead of its appends by at least this much (see [`Wal::grow`]).
+const GROW_MIN: u64 = 64 << 10;
+/// ... and at most this much at a time.
+const GROW_MAX: u64 = 4 << 20;
+
 const MAGIC: u32 = 0x5157_414c; // "QWAL"
 const HEADER: usize = 4 + 8 + 8 + 4 + 4;
 const OP_DELETE: u8 = 0;
@@ -98,6 +106,11 @@ impl RowLog {
     /// Whether no row was recorded.
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
+    }
+
+    /// Forgets every row, keeping the allocation.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
     }
 }
 
@@ -156,6 +169,10 @@ pub struct Wal {
     unsynced_dir: Option<PathBuf>,
     /// The record being written, kept to reuse its allocation.
     buf: Vec<u8>,
+    /// The last batch's rows, kept to reuse their allocation (see [`Wal::recycle`]):
+    /// a fresh buffer grew by doubling in every batch, and its reallocations and page
+    /// faults were 4% of the writer thread's time in a push-kv profile.
+    spare: RowLog,
     /// The database file was created by this open: a log with records belongs to
     /// another database (see [`Wal::for_new_database`]).
     new_database: bool,
@@ -191,6 +208,7 @@ impl Wal {
             every: CHECKPOINT_EVERY,
             unsynced_dir: dir,
             buf: Vec::new(),
+            spare: RowLog::default(),
             new_database: false,
         }
     }
@@ -311,6 +329,20 @@ impl Wal {
         Ok(Some((salt, seq, payload)))
     }
 
+    /// An empty row buffer for the next batch, with the capacity of the last one given
+    /// back by [`Wal::recycle`].
+    pub fn spare_rows(&mut self) -> RowLog {
+        std::mem::take(&mut self.spare)
+    }
+
+    /// Keeps `rows`' allocation for the next batch, unless it grew past [`KEEP_ROWS`]
+    /// (a rare large batch should not hold its memory for good).
+    pub fn recycle(&mut self, rows: RowLog) {
+        if rows.bytes.capacity() <= KEEP_ROWS {
+            self.spare = rows;
+        }
+    }
+
     /// The sequence number the next record will carry; the batch writes it to
     /// `meta`/`wal_seq` so the database knows which records it contains.
     pub fn next_seq(&self) -> u64 {
@@ -334,9 +366,7 @@ impl Wal {
         let io = StoreError::Log;
         let end = self.pos + self.buf.len() as u64;
         if end > self.len {
-            // A backend need not grow on a write past its end (redb's contract).
-            self.file.set_len(end).map_err(io)?;
-            self.len = end;
+            self.grow(end).map_err(io)?;
         }
         self.file.write(self.pos, &self.buf).map_err(io)?;
         self.file.sync_data().map_err(io)?;
@@ -348,6 +378,46 @@ impl Wal {
         }
         self.pos += self.buf.len() as u64;
         self.next_seq += 1;
+        Ok(())
+    }
+
+    /// Makes the file at least `end` long, ahead by a zero-filled step when the disk
+    /// allows. Why zeros rather than `set_len`: an append into blocks the file already
+    /// has is a pure data write, so its `fdatasync` has no size or extent to record.
+    /// Measured on this project's 2-core host (2026-12-02, 20 KiB appends): 250 µs and
+    /// 65 µs of CPU per append and sync into written blocks, against 450 to 660 µs and
+    /// 120 to 200 µs of CPU into a file grown by `set_len`. Zeros also read as the end
+    /// of the log. The step doubles with the file, from [`GROW_MIN`] to [`GROW_MAX`],
+    /// so a small log (a test's broker) writes little ahead.
+    fn grow(&mut self, end: u64) -> std::io::Result<()> {
+        let step = self.len.clamp(GROW_MIN, GROW_MAX);
+        let target = end.max(self.len + step).next_multiple_of(GROW_MIN);
+        // A backend need not grow on a write past its end (redb's contract): set the
+        // length first, then write the zeros that give the new range its blocks.
+        match self
+            .file
+            .set_len(target)
+            .and_then(|()| self.fill_zeros(self.len, target))
+        {
+            Ok(()) => self.len = target,
+            Err(e) => {
+                // A full disk may still take the record itself: grow by what it needs.
+                tracing::debug!(error = %e, "cannot write the log ahead; growing it to fit");
+                self.file.set_len(end)?;
+                self.len = end;
+            }
+        }
+        Ok(())
+    }
+
+    fn fill_zeros(&self, from: u64, to: u64) -> std::io::Result<()> {
+        let zeros = vec![0u8; (to - from).min(GROW_MIN) as usize];
+        let mut off = from;
+        while off < to {
+            let n = (to - off).min(zeros.len() as u64) as usize;
+            self.file.write(off, &zeros[..n])?;
+            off += n as u64;
+        }
         Ok(())
     }
 
@@ -486,13 +556,42 @@ mod tests {
     #[test]
     fn a_torn_last_record_ends_the_log() {
         let file = log();
-        written(&file, 3);
-        let len = file.len().unwrap();
-        file.set_len(len - 3).unwrap();
+        let wal = written(&file, 3);
+        // The file runs on in zeros past the last record (see `Wal::grow`).
+        assert!(file.len().unwrap() > wal.pos);
+        file.set_len(wal.pos - 3).unwrap();
         let db = db();
         assert_eq!(Wal::new(file, None).recover(&db).unwrap(), 2);
         assert_eq!(get(&db, "k2"), None);
         assert_eq!(get(&db, "k1").as_deref(), Some("v1"));
+    }
+
+    #[test]
+    fn the_file_grows_ahead_in_zeros_which_end_the_log() {
+        let file = log();
+        let mut wal = written(&file, 2);
+        assert_eq!(file.len().unwrap(), GROW_MIN, "a first step of GROW_MIN");
+        let mut tail = vec![1u8; (GROW_MIN - wal.pos) as usize];
+        file.read(wal.pos, &mut tail).unwrap();
+        assert!(tail.iter().all(|b| *b == 0), "zeros past the last record");
+        // The next step is as large as the file (doubling it), and always fits the
+        // record that needs it.
+        let mut big = RowLog::default();
+        big.put(T::Kv as usize, b"big", &vec![7u8; GROW_MIN as usize]);
+        wal.append(&big).unwrap();
+        assert_eq!(file.len().unwrap(), 2 * GROW_MIN);
+        let mut bigger = RowLog::default();
+        bigger.put(T::Kv as usize, b"bigger", &vec![7u8; 3 * GROW_MIN as usize]);
+        wal.append(&bigger).unwrap();
+        let grown = file.len().unwrap();
+        assert!(grown >= wal.pos && grown % GROW_MIN == 0, "{grown}");
+        let db = db();
+        assert_eq!(Wal::new(file, None).recover(&db).unwrap(), 4);
+        assert_eq!(get(&db, "k1").as_deref(), Some("v1"));
+        assert_eq!(
+            get(&db, "bigger").map(|v| v.len()),
+            Some(3 * GROW_MIN as usize)
+        );
     }
 
     #[test]
