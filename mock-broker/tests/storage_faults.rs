@@ -210,6 +210,64 @@ async fn an_io_error_mid_commit_is_503_and_loses_nothing_acknowledged() {
     broker.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_io_error_under_concurrent_writes_loses_no_acknowledged_one() {
+    // With writers queued behind each batch, the writer holds answered batches in its
+    // open redb transaction (they are synced in the log). A failed append drops that
+    // transaction: the held batches must come back from the log, now and after a
+    // restart.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("queen.redb");
+    let faults = StorageFaults::default();
+    let broker = start(&file, &faults).await;
+    let c = std::sync::Arc::new(Client::of(&broker));
+    let writers: Vec<_> = (0..32)
+        .map(|t| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let mut acked = Vec::new();
+                for i in 0..40 {
+                    let txn = format!("t{t}-{i}");
+                    if c.push(&txn, 1).await.0 == StatusCode::CREATED {
+                        acked.push(txn);
+                    }
+                }
+                acked
+            })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+    faults.inject(StorageFault::Io);
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    faults.heal();
+    let mut acked = Vec::new();
+    for w in writers {
+        acked.extend(w.await.unwrap());
+    }
+    assert!(faults.hits() > 0, "the fault met a write");
+    assert!(acked.len() < 32 * 40, "some pushes were refused");
+    let missing = |stored: Vec<String>| {
+        let stored: std::collections::HashSet<_> = stored.into_iter().collect();
+        acked
+            .iter()
+            .filter(|t| !stored.contains(*t))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let before = tokio::task::block_in_place(|| stored(&broker));
+    assert_eq!(
+        missing(before),
+        Vec::<String>::new(),
+        "acknowledged, then lost"
+    );
+    broker.shutdown().await;
+
+    let broker = start(&file, &StorageFaults::default()).await;
+    let after = tokio::task::block_in_place(|| stored(&broker));
+    assert_eq!(missing(after), Vec::<String>::new(), "lost at the restart");
+    broker.shutdown().await;
+}
+
 #[tokio::test]
 async fn with_a_storage_reserve_a_full_disk_still_serves_pops_and_acks() {
     let dir = tempfile::tempdir().unwrap();

@@ -156,8 +156,14 @@ impl Engine {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// The current database, for read-only inspection.
+    /// The current database, for read-only inspection, once it holds every write
+    /// answered so far (this waits for the writer when it holds some: call it off the
+    /// writer's thread).
     pub(crate) fn db(&self) -> Result<Arc<Database>, crate::store::StoreError> {
+        futures::executor::block_on(self.shared.writer.published()).map_err(|e| match e {
+            EngineError::Storage(e) => crate::store::StoreError::Unavailable(e.to_string()),
+            other => crate::store::StoreError::Unavailable(other.to_string()),
+        })?;
         self.shared.db.get()
     }
 
@@ -547,14 +553,16 @@ impl Engine {
         })
     }
 
-    /// Runs a read of the last commit on the blocking pool, without waiting on the
-    /// writer.
+    /// Runs a read of the last commit on the blocking pool. It sees every write
+    /// answered before it: the writer first commits what it holds, if anything (see
+    /// [`writer::Writer::published`]).
     async fn read<R: Send + 'static>(
         &self,
         f: impl FnOnce(&Database, crate::clock::Micros) -> Result<R, crate::store::StoreError>
         + Send
         + 'static,
     ) -> Result<R, EngineError> {
+        self.shared.writer.published().await?;
         let handle = self.shared.db.clone();
         let now = self.shared.clock.now_micros();
         tokio::task::spawn_blocking(move || f(&*handle.get()?, now))

@@ -20,7 +20,7 @@
 //! - a partition becomes claimable only through a write the writer sees
 //!   ([`observe`]): a message stored in it, or a change to the group's row on it (an
 //!   ack, a release, a seek, a row removed), or through time, which a timed entry holds.
-//!   The writes reach it from [`crate::store::Tx::flush`], so only commands that
+//!   The writes reach it from `crate::store::Tx::flush`, so only commands that
 //!   succeeded count; a batch that fails to commit clears the writer's memory.
 //!
 //! A false candidate costs one look, so the rules only have to err on that side. Debug

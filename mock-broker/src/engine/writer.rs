@@ -12,13 +12,23 @@
 //! rows are appended to the write-ahead log and synced ([`crate::store::wal`]), the
 //! redb commit is made without a sync, and a durable redb commit (a checkpoint) follows
 //! every few seconds (`Wal::checkpoint_due`), after the batch's callers are answered.
+//!
+//! While more commands queue behind a batch, its redb commit waits too: the batch
+//! stays in the open write transaction (`Held`) and the next ones are applied on top
+//! of it, so a page that every batch touches is copied once per redb commit rather
+//! than once per batch. Its callers are answered all the same, since its record is
+//! synced. Held batches are committed after `HOLD_FOR`, when the queue empties, at
+//! a checkpoint, or when a read asks ([`Writer::published`]): every read of the
+//! database waits for that commit when something is held, so none misses an
+//! answered write. A batch that fails drops the transaction and the batches held in
+//! it, and the writer applies those again from the log (`restore_or_reopen`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redb::{Database, Durability};
+use redb::{Database, Durability, WriteTransaction};
 use tokio::sync::{mpsc, oneshot};
 
 use super::notify::Wakers;
@@ -89,6 +99,11 @@ where
 /// Group-commit figures since start.
 #[derive(Debug, Default)]
 pub struct WriterStats {
+    /// Callers were answered for writes that redb has not committed yet (they are
+    /// durable in the log, held in the writer's open transaction): a read must ask
+    /// for them first ([`Writer::published`]). Set before those answers, cleared
+    /// after the commit.
+    unpublished: AtomicBool,
     commits: AtomicU64,
     commands: AtomicU64,
     read_only_batches: AtomicU64,
@@ -194,6 +209,20 @@ impl Writer {
         answer.await.map_err(|_| EngineError::ShuttingDown)?
     }
 
+    /// Waits until every write answered so far is committed to redb, so that a read
+    /// of the database sees it. Free when nothing is held (the common case for a
+    /// read that follows no write); otherwise one pass of the writer.
+    pub async fn published(&self) -> Result<(), EngineError> {
+        if !self.stats.unpublished.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.submit(|tx| {
+            tx.publish = true;
+            Ok(())
+        })
+        .await
+    }
+
     /// Group-commit figures.
     pub fn stats(&self) -> StatsSnapshot {
         self.stats.snapshot()
@@ -217,7 +246,24 @@ fn run(
     // failed to be taken again) at `t`; until it is taken again, commands that add
     // data are refused and the rest commit into the reserve's space.
     let mut disk_full: Option<Instant> = None;
-    while let Some(first) = rx.blocking_recv() {
+    // Batches durable in the log and answered, not yet committed to redb.
+    let mut held: Option<Held> = None;
+    loop {
+        let first = match rx.try_recv() {
+            Ok(job) => job,
+            Err(mpsc::error::TryRecvError::Disconnected) => break,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                // Idle: what is held becomes visible before the writer sleeps, so a
+                // lightly loaded broker commits every batch, as it always did.
+                if held.is_some() {
+                    publish_or_reopen(&db, &mut held, &stats, &mut live, &mut memory);
+                }
+                match rx.blocking_recv() {
+                    Some(job) => job,
+                    None => break,
+                }
+            }
+        };
         batch.push(first);
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
@@ -252,6 +298,7 @@ fn run(
                     cap,
                     disk_full: disk_full.is_some(),
                 },
+                &mut held,
             )
         });
         match &outcome {
@@ -260,19 +307,28 @@ fn run(
                 // call after a failed commit, and a reopen replays the batch into it.
                 tracing::error!(error = %e, commands = n, "commit after the log failed; reopening");
                 stats.commits.fetch_add(1, Ordering::Relaxed);
+                stats.unpublished.store(false, Ordering::SeqCst);
                 db.set_health(Health::Degraded(
                     e.degradation().unwrap_or(Degradation::IoError),
                 ));
                 reopen(&db, &mut live, &mut memory);
                 stats.live_bytes.store(live, Ordering::Relaxed);
             }
-            Ok(Applied::Committed) => {
+            Ok(applied @ (Applied::Committed | Applied::Held)) => {
                 db.set_health(match disk_full {
                     Some(_) => Health::Degraded(Degradation::StorageFull),
                     None => Health::Healthy,
                 });
                 stats.live_bytes.store(live, Ordering::Relaxed);
                 stats.commits.fetch_add(1, Ordering::Relaxed);
+                // Before the answers: a read that follows one must find the flag.
+                stats
+                    .unpublished
+                    .store(matches!(applied, Applied::Held), Ordering::SeqCst);
+            }
+            Ok(Applied::Published) => {
+                stats.read_only_batches.fetch_add(1, Ordering::Relaxed);
+                stats.unpublished.store(false, Ordering::SeqCst);
             }
             Ok(Applied::ReadOnly) => {
                 stats.read_only_batches.fetch_add(1, Ordering::Relaxed);
@@ -300,6 +356,11 @@ fn run(
                         reopen(&db, &mut live, &mut memory);
                     }
                 }
+                // The dropped transaction held earlier batches too, answered and in
+                // the log: apply them again (nothing to do after a reopen, which
+                // replays them, or when none was held).
+                restore_or_reopen(&db, &mut live, &mut memory);
+                stats.unpublished.store(false, Ordering::SeqCst);
             }
         }
         stats.commands.fetch_add(n, Ordering::Relaxed);
@@ -314,12 +375,12 @@ fn run(
         }
         // After the answers: the callers of this batch do not wait for it.
         if db.wal().is_some_and(|w| w.checkpoint_due()) {
-            checkpoint_or_reopen(&db, &mut live, &mut memory);
+            checkpoint_or_reopen(&db, &mut held, &stats, &mut live, &mut memory);
         }
     }
     // A clean stop leaves the log empty and everything in redb's file.
-    if db.wal().is_some_and(|w| w.holds_records()) {
-        checkpoint_or_reopen(&db, &mut live, &mut memory);
+    if held.is_some() || db.wal().is_some_and(|w| w.holds_records()) {
+        checkpoint_or_reopen(&db, &mut held, &stats, &mut live, &mut memory);
     }
     if let Some(mut wal) = db.wal() {
         wal.close();
@@ -331,12 +392,20 @@ fn run(
 /// [`Wal::checkpointed`]). A failure loses nothing: the log still holds every record
 /// since the last checkpoint, and the reopen that a failed redb commit needs replays
 /// them.
-fn checkpoint_or_reopen(db: &DbHandle, live: &mut u64, memory: &mut Memory) {
-    let result = db.get().and_then(|d| {
-        let txn = d.begin_write()?;
-        txn.commit()?;
-        Ok(())
-    });
+fn checkpoint_or_reopen(
+    db: &DbHandle,
+    held: &mut Option<Held>,
+    stats: &WriterStats,
+    live: &mut u64,
+    memory: &mut Memory,
+) {
+    let result = match held.take() {
+        Some(h) => commit(h.txn, Durability::Immediate),
+        None => db
+            .get()
+            .and_then(|d| commit(d.begin_write()?, Durability::Immediate)),
+    };
+    stats.unpublished.store(false, Ordering::SeqCst);
     match result {
         Ok(()) => {
             if let Some(mut wal) = db.wal() {
@@ -348,6 +417,56 @@ fn checkpoint_or_reopen(db: &DbHandle, live: &mut u64, memory: &mut Memory) {
             if let Some(why) = e.degradation() {
                 db.set_health(Health::Degraded(why));
             }
+            reopen(db, live, memory);
+        }
+    }
+}
+
+/// Commits `txn` with `durability`.
+fn commit(mut txn: WriteTransaction, durability: Durability) -> Result<(), StoreError> {
+    txn.set_durability(durability)
+        .map_err(|e| StoreError::Redb(e.into()))?;
+    txn.commit()?;
+    Ok(())
+}
+
+/// Commits what the writer holds to redb (without a sync: it is in the log), so reads
+/// see it. A failure loses nothing: the reopen it needs replays the log.
+fn publish_or_reopen(
+    db: &DbHandle,
+    held: &mut Option<Held>,
+    stats: &WriterStats,
+    live: &mut u64,
+    memory: &mut Memory,
+) {
+    let Some(h) = held.take() else { return };
+    let result = commit(h.txn, Durability::None);
+    stats.unpublished.store(false, Ordering::SeqCst);
+    if let Err(e) = result {
+        tracing::error!(error = %e, "commit of held batches failed; reopening (the log keeps them)");
+        if let Some(why) = e.degradation() {
+            db.set_health(Health::Degraded(why));
+        }
+        reopen(db, live, memory);
+    }
+}
+
+/// After a batch failed and its transaction was dropped: applies again the earlier
+/// batches that transaction held (answered, in the log), if any.
+fn restore_or_reopen(db: &DbHandle, live: &mut u64, memory: &mut Memory) {
+    let Ok(d) = db.get() else { return };
+    let restored = match db.wal() {
+        Some(mut wal) => wal.restore(&d),
+        None => return,
+    };
+    match restored {
+        Ok(0) => {}
+        Ok(n) => {
+            tracing::info!(records = n, "held batches applied again from the log");
+            *live = count_live(db);
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot apply held batches again; reopening");
             reopen(db, live, memory);
         }
     }
@@ -402,20 +521,48 @@ fn store_err(e: impl Into<StoreError>) -> Arc<StoreError> {
     Arc::new(e.into())
 }
 
+/// How long batches that are durable in the log may wait in the writer's open redb
+/// transaction while more commands queue, before redb commits them. Why hold them at
+/// all: a redb commit, even without a sync, copies every page the batch touched, and
+/// the next batch copies most of them again; held, a page is copied once for all the
+/// batches in the transaction. A read never sees less than what was answered: it asks
+/// the writer to commit first ([`Writer::published`]), and an idle writer commits
+/// before it sleeps.
+const HOLD_FOR: Duration = Duration::from_millis(50);
+
+/// ... or once their rows reach this many bytes.
+const HOLD_BYTES: usize = 8 << 20;
+
+/// Batches synced in the log and answered, in a redb transaction not yet committed.
+struct Held {
+    txn: WriteTransaction,
+    /// When the first of them was applied.
+    since: Instant,
+    /// The bytes of rows they logged.
+    bytes: usize,
+}
+
 /// What a batch came to.
 enum Applied {
     /// It wrote nothing, so it needed no commit.
     ReadOnly,
+    /// It wrote nothing, and committed the batches held before it.
+    Published,
     /// Committed: durably in redb, or synced in the log and committed to redb.
     Committed,
+    /// Synced in the log and held in the writer's open transaction (see [`Held`]).
+    Held,
     /// Synced in the log, so durable, but redb refused the commit: the database must be
     /// reopened, which replays the batch from the log.
     Logged(Arc<StoreError>),
 }
 
-/// Applies every job in one write transaction and commits it: through `wal` when there
-/// is one (a database on a file), else durably in redb. `live` is updated to the bytes
-/// now stored once the batch is durable.
+/// Applies every job in one write transaction, over the batches [`Held`] before it,
+/// and commits it: through `wal` when there is one (a database on a file: the record
+/// is synced, then redb commits without a sync, or holds the batch while more
+/// commands wait), else durably in redb. `live` is updated to the bytes now stored
+/// once the batch is durable. On an error the transaction is dropped, held batches
+/// with it (see [`restore_or_reopen`]).
 #[allow(clippy::too_many_arguments)]
 fn apply_batch(
     db: &Database,
@@ -426,9 +573,14 @@ fn apply_batch(
     woken: &mut Vec<(String, String)>,
     live: &mut u64,
     room: Room,
+    held: &mut Option<Held>,
 ) -> Result<Applied, Arc<StoreError>> {
-    let mut txn = db.begin_write().map_err(store_err)?;
+    let (txn, since, held_bytes) = match held.take() {
+        Some(h) => (h.txn, Some(h.since), h.bytes),
+        None => (db.begin_write().map_err(store_err)?, None, 0),
+    };
     let mut dirty = false;
+    let mut publish = false;
     let (live_after, rows) = {
         let mut tables = Tables::open(&txn, *live, room)?;
         if let Some(w) = wal.as_deref_mut() {
@@ -438,6 +590,7 @@ fn apply_batch(
             let mut tx = Tx::new(&mut tables, clock.now_micros(), memory);
             job.apply(&mut tx)?;
             dirty |= tx.flushed_any();
+            publish |= tx.publish;
             woken.append(&mut tx.woken);
         }
         let live_after = tables.live_bytes();
@@ -449,30 +602,55 @@ fn apply_batch(
         }
         (live_after, tables.take_log())
     };
+    let due = |since: Instant, bytes: usize| {
+        publish || since.elapsed() >= HOLD_FOR || bytes >= HOLD_BYTES
+    };
     if !dirty {
-        txn.abort().map_err(store_err)?;
-        return Ok(Applied::ReadOnly);
+        return match since {
+            None => {
+                txn.abort().map_err(store_err)?;
+                Ok(Applied::ReadOnly)
+            }
+            Some(since) if due(since, held_bytes) => match commit(txn, Durability::None) {
+                Ok(()) => Ok(Applied::Published),
+                Err(e) => Ok(Applied::Logged(Arc::new(e))),
+            },
+            Some(since) => {
+                *held = Some(Held {
+                    txn,
+                    since,
+                    bytes: held_bytes,
+                });
+                Ok(Applied::ReadOnly)
+            }
+        };
     }
     match (wal, rows) {
         (Some(w), Some(rows)) if rows.as_bytes().len() <= MAX_RECORD => {
-            txn.set_durability(Durability::None)
-                .map_err(|e| store_err(redb::Error::from(e)))?;
+            let bytes = held_bytes + rows.as_bytes().len();
             let appended = w.append(&rows);
             w.recycle(rows);
-            // Dropping `txn` on an error aborts it: redb stays as it was.
+            // Dropping `txn` on an error aborts it: redb stays as it was before the
+            // held batches, which the caller applies again.
             appended.map_err(Arc::new)?;
             *live = live_after;
-            if let Err(e) = txn.commit() {
-                return Ok(Applied::Logged(store_err(e)));
+            let since = since.unwrap_or_else(Instant::now);
+            if due(since, bytes) {
+                if let Err(e) = commit(txn, Durability::None) {
+                    return Ok(Applied::Logged(Arc::new(e)));
+                }
+                return Ok(Applied::Committed);
             }
+            *held = Some(Held { txn, since, bytes });
+            Ok(Applied::Held)
         }
         (w, _) => {
-            txn.commit().map_err(store_err)?;
+            commit(txn, Durability::Immediate).map_err(Arc::new)?;
             *live = live_after;
             if let Some(w) = w {
                 w.checkpointed(true);
             }
+            Ok(Applied::Committed)
         }
     }
-    Ok(Applied::Committed)
 }

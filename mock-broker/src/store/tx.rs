@@ -108,12 +108,15 @@ pub struct Tx<'a, 't> {
     /// Queues that received messages: long-polls to wake after the commit.
     pub(crate) woken: Vec<(String, String)>,
     flushed: bool,
+    /// The command asks that every write answered so far be committed to redb at the
+    /// end of its batch, for the reads that follow (see `Writer::published`).
+    pub(crate) publish: bool,
     memory: &'a Memory,
     /// Rows of the tables the engine indexes in memory that [`Tx::flush`] wrote.
     changes: Vec<Change>,
 }
 
-/// A row a command wrote, as [`Tx::flush`] hands it on: the writes to the tables the
+/// A row a command wrote, as `Tx::flush` hands it on: the writes to the tables the
 /// engine keeps in-memory indexes of (which partitions a pop may claim from).
 #[derive(Debug)]
 pub enum Change {
@@ -140,6 +143,7 @@ impl<'a, 't> Tx<'a, 't> {
             now,
             woken: Vec::new(),
             flushed: false,
+            publish: false,
             memory,
             changes: Vec::new(),
         }
@@ -148,7 +152,7 @@ impl<'a, 't> Tx<'a, 't> {
     /// Runs `f` on the writer's state of type `S` (see [`Memory`]). What is kept there
     /// is a cache or an index, never data: a command that rolls back leaves it as it is,
     /// so what a command changes there must hold whether or not it commits (an index
-    /// learns of committed writes through [`Tx::take_changes`] instead).
+    /// learns of committed writes through `Tx::take_changes` instead).
     pub fn with_memory<S: Default + 'static, R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
         self.memory.with(f)
     }

@@ -235,6 +235,22 @@ impl Wal {
     /// Applies to `db` the records it lacks, in one non-durable commit, and places the
     /// next append after them. Answers how many records were applied.
     pub fn recover(&mut self, db: &Database) -> Result<u64, StoreError> {
+        self.replay(db, u64::MAX)
+    }
+
+    /// After a failed append, while the database is open: applies to `db` the records
+    /// it lost with the writer's held transaction (see `engine::writer`), the last
+    /// synced one included, and places the next append after them, over the failed
+    /// record. Answers how many records were applied.
+    pub fn restore(&mut self, db: &Database) -> Result<u64, StoreError> {
+        let last_synced = self.next_seq - 1;
+        if last_seq(db)? >= last_synced {
+            return Ok(0);
+        }
+        self.replay(db, last_synced)
+    }
+
+    fn replay(&mut self, db: &Database, until: u64) -> Result<u64, StoreError> {
         let durable = last_seq(db)?;
         let len = self.file.len().map_err(StoreError::Log)?;
         self.len = len;
@@ -242,7 +258,7 @@ impl Wal {
         let mut expect: Option<(u64, u64)> = None;
         let mut pending: Vec<(u64, Vec<u8>)> = Vec::new();
         while let Some((salt, seq, payload)) = self.read_record(off, len)? {
-            if expect.is_some_and(|e| e != (salt, seq)) {
+            if expect.is_some_and(|e| e != (salt, seq)) || seq > until {
                 break;
             }
             if self.new_database {
@@ -338,7 +354,7 @@ impl Wal {
         std::mem::take(&mut self.spare)
     }
 
-    /// Keeps `rows`' allocation for the next batch, unless it grew past [`KEEP_ROWS`]
+    /// Keeps `rows`' allocation for the next batch, unless it grew past `KEEP_ROWS`
     /// (a rare large batch should not hold its memory for good).
     pub fn recycle(&mut self, rows: RowLog) {
         if rows.bytes.capacity() <= KEEP_ROWS {
