@@ -160,10 +160,8 @@ impl Engine {
     /// answered so far (this waits for the writer when it holds some: call it off the
     /// writer's thread).
     pub(crate) fn db(&self) -> Result<Arc<Database>, crate::store::StoreError> {
-        futures::executor::block_on(self.shared.writer.published()).map_err(|e| match e {
-            EngineError::Storage(e) => crate::store::StoreError::Unavailable(e.to_string()),
-            other => crate::store::StoreError::Unavailable(other.to_string()),
-        })?;
+        futures::executor::block_on(self.shared.writer.published())
+            .map_err(|e| crate::store::StoreError::Unavailable(e.to_string()))?;
         self.shared.db.get()
     }
 

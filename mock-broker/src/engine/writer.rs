@@ -256,7 +256,15 @@ fn run(
                 // Idle: what is held becomes visible before the writer sleeps, so a
                 // lightly loaded broker commits every batch, as it always did.
                 if held.is_some() {
-                    publish_or_reopen(&db, &mut held, &stats, &mut live, &mut memory);
+                    // Without a sync: it is in the log.
+                    commit_or_reopen(
+                        &db,
+                        &mut held,
+                        Durability::None,
+                        &stats,
+                        &mut live,
+                        &mut memory,
+                    );
                 }
                 match rx.blocking_recv() {
                     Some(job) => job,
@@ -389,9 +397,7 @@ fn run(
 }
 
 /// Makes every batch so far part of redb's file with one durable commit (see
-/// [`Wal::checkpointed`]). A failure loses nothing: the log still holds every record
-/// since the last checkpoint, and the reopen that a failed redb commit needs replays
-/// them.
+/// [`Wal::checkpointed`]).
 fn checkpoint_or_reopen(
     db: &DbHandle,
     held: &mut Option<Held>,
@@ -399,27 +405,37 @@ fn checkpoint_or_reopen(
     live: &mut u64,
     memory: &mut Memory,
 ) {
+    if commit_or_reopen(db, held, Durability::Immediate, stats, live, memory)
+        && let Some(mut wal) = db.wal()
+    {
+        wal.checkpointed(false);
+    }
+}
+
+/// Commits what the writer holds with `durability` (with nothing held: an empty
+/// commit, which a durable one still makes worth it, as a checkpoint). Answers whether
+/// it was made. A failure loses nothing: the log keeps every record since the last
+/// checkpoint, and the reopen that a failed redb commit needs replays them.
+fn commit_or_reopen(
+    db: &DbHandle,
+    held: &mut Option<Held>,
+    durability: Durability,
+    stats: &WriterStats,
+    live: &mut u64,
+    memory: &mut Memory,
+) -> bool {
     let result = match held.take() {
-        Some(h) => commit(h.txn, Durability::Immediate),
-        None => db
-            .get()
-            .and_then(|d| commit(d.begin_write()?, Durability::Immediate)),
+        Some(h) => commit(h.txn, durability),
+        None => db.get().and_then(|d| commit(d.begin_write()?, durability)),
     };
     stats.unpublished.store(false, Ordering::SeqCst);
-    match result {
-        Ok(()) => {
-            if let Some(mut wal) = db.wal() {
-                wal.checkpointed(false);
-            }
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "checkpoint failed; reopening (the log keeps every record)");
-            if let Some(why) = e.degradation() {
-                db.set_health(Health::Degraded(why));
-            }
-            reopen(db, live, memory);
-        }
+    let Err(e) = result else { return true };
+    tracing::error!(error = %e, ?durability, "commit failed; reopening (the log keeps every record)");
+    if let Some(why) = e.degradation() {
+        db.set_health(Health::Degraded(why));
     }
+    reopen(db, live, memory);
+    false
 }
 
 /// Commits `txn` with `durability`.
@@ -428,27 +444,6 @@ fn commit(mut txn: WriteTransaction, durability: Durability) -> Result<(), Store
         .map_err(|e| StoreError::Redb(e.into()))?;
     txn.commit()?;
     Ok(())
-}
-
-/// Commits what the writer holds to redb (without a sync: it is in the log), so reads
-/// see it. A failure loses nothing: the reopen it needs replays the log.
-fn publish_or_reopen(
-    db: &DbHandle,
-    held: &mut Option<Held>,
-    stats: &WriterStats,
-    live: &mut u64,
-    memory: &mut Memory,
-) {
-    let Some(h) = held.take() else { return };
-    let result = commit(h.txn, Durability::None);
-    stats.unpublished.store(false, Ordering::SeqCst);
-    if let Err(e) = result {
-        tracing::error!(error = %e, "commit of held batches failed; reopening (the log keeps them)");
-        if let Some(why) = e.degradation() {
-            db.set_health(Health::Degraded(why));
-        }
-        reopen(db, live, memory);
-    }
 }
 
 /// After a batch failed and its transaction was dropped: applies again the earlier

@@ -235,7 +235,7 @@ impl Wal {
     /// Applies to `db` the records it lacks, in one non-durable commit, and places the
     /// next append after them. Answers how many records were applied.
     pub fn recover(&mut self, db: &Database) -> Result<u64, StoreError> {
-        self.replay(db, u64::MAX)
+        self.replay(db, last_seq(db)?, u64::MAX)
     }
 
     /// After a failed append, while the database is open: applies to `db` the records
@@ -244,14 +244,15 @@ impl Wal {
     /// record. Answers how many records were applied.
     pub fn restore(&mut self, db: &Database) -> Result<u64, StoreError> {
         let last_synced = self.next_seq - 1;
-        if last_seq(db)? >= last_synced {
+        let durable = last_seq(db)?;
+        if durable >= last_synced {
             return Ok(0);
         }
-        self.replay(db, last_synced)
+        self.replay(db, durable, last_synced)
     }
 
-    fn replay(&mut self, db: &Database, until: u64) -> Result<u64, StoreError> {
-        let durable = last_seq(db)?;
+    /// Applies the records after `durable` (the last one `db` contains), up to `until`.
+    fn replay(&mut self, db: &Database, durable: u64, until: u64) -> Result<u64, StoreError> {
         let len = self.file.len().map_err(StoreError::Log)?;
         self.len = len;
         let mut off = 0u64;
