@@ -338,7 +338,13 @@ impl Answer {
     /// The body decoded into `T` (from `null` when blank); `what` names the answer in
     /// the error.
     pub fn decode<T: DeserializeOwned>(&self, what: &str) -> Result<T> {
-        let bytes: &[u8] = if self.is_blank() { b"null" } else { &self.body };
+        self.decode_borrowed(what)
+    }
+
+    /// [`Answer::decode`] into a `T` that borrows from the body (text kept as
+    /// [`serde_json::value::RawValue`] until its reader knows what it holds).
+    pub fn decode_borrowed<'a, T: serde::Deserialize<'a>>(&'a self, what: &str) -> Result<T> {
+        let bytes: &'a [u8] = if self.is_blank() { b"null" } else { &self.body };
         serde_json::from_slice(bytes).map_err(|e| Error::Decode {
             message: format!("{what}: {e}"),
             body: self.text(),

@@ -305,9 +305,9 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn invalid(op: impl Into<String>, rule: impl Into<String>) -> Self {
+    pub(crate) fn invalid(op: impl std::fmt::Display, rule: impl Into<String>) -> Self {
         Error::Invalid {
-            op: op.into(),
+            op: op.to_string(),
             rule: rule.into(),
         }
     }

@@ -29,3 +29,10 @@ pub(crate) struct Operations<T> {
 pub(crate) fn render<T: Serialize + ?Sized>(v: &T) -> Result<Bytes> {
     Ok(serde_json::to_vec(v)?.into())
 }
+
+/// [`render`] into a buffer of about `hint` bytes to start with.
+pub(crate) fn render_sized<T: Serialize + ?Sized>(v: &T, hint: usize) -> Result<Bytes> {
+    let mut out = Vec::with_capacity(hint);
+    serde_json::to_writer(&mut out, v)?;
+    Ok(out.into())
+}

@@ -286,7 +286,13 @@ impl KvStore {
         let wire = ops
             .iter()
             .enumerate()
-            .map(|(i, k)| k.checked_wire(&format!("operations[{i}] ({})", k.name())))
+            .map(|(i, k)| {
+                k.checked_wire(&crate::validate::Part {
+                    list: "operations",
+                    index: i,
+                    kind: Some(k.name()),
+                })
+            })
             .collect::<Result<Vec<_>>>()?;
         let body = render(&Operations { operations: wire })?;
         let answer = self.client.post("/api/v1/kv", body, replay).await?;

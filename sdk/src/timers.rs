@@ -723,7 +723,7 @@ impl Timer {
     /// `txn`, for calls outside a transaction (the standalone timers handle).
     pub(crate) fn checked_wire<'a>(
         &'a self,
-        op: &str,
+        op: &(impl std::fmt::Display + ?Sized),
         txn: Option<Cow<'a, str>>,
     ) -> crate::Result<TimerWire<'a>> {
         validate::name(op, &self.queue)?;

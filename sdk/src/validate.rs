@@ -1,7 +1,31 @@
 //! Client-side checks of the spec's limits, so a request that would be refused is
 //! never sent.
 
+use std::fmt;
+
 use crate::error::{Error, Result};
+
+/// Where in a request a rule applies, as an error names it (`operations[2] (push)`,
+/// `timers[0]`): written out only when a rule is broken, not for every part checked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Part {
+    /// The list the part is in (`operations`, `kv`, ...).
+    pub list: &'static str,
+    /// Its place in the list.
+    pub index: usize,
+    /// What it is, when the list holds several kinds (`push`, `put`, ...).
+    pub kind: Option<&'static str>,
+}
+
+impl fmt::Display for Part {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[{}]", self.list, self.index)?;
+        match self.kind {
+            Some(k) => write!(f, " ({k})"),
+            None => Ok(()),
+        }
+    }
+}
 
 /// Longest queue or partition name, in bytes.
 pub const MAX_NAME_BYTES: usize = 1024;
@@ -19,7 +43,7 @@ pub const MAX_KV_KEYS: usize = 256;
 pub const MAX_POSITIONS: usize = 16_384;
 
 /// A queue or partition name: present and within the key budget.
-pub fn name(op: &str, n: &str) -> Result<()> {
+pub fn name(op: &(impl fmt::Display + ?Sized), n: &str) -> Result<()> {
     if n.is_empty() {
         return Err(Error::invalid(
             op,
@@ -36,7 +60,7 @@ pub fn name(op: &str, n: &str) -> Result<()> {
 }
 
 /// A `transactionId` within 65,535 bytes.
-pub fn transaction_id(op: &str, id: &str) -> Result<()> {
+pub fn transaction_id(op: &(impl fmt::Display + ?Sized), id: &str) -> Result<()> {
     if id.len() > MAX_TRANSACTION_ID_BYTES {
         return Err(Error::invalid(
             op,
@@ -50,7 +74,7 @@ pub fn transaction_id(op: &str, id: &str) -> Result<()> {
 }
 
 /// A KV namespace: `^[a-z0-9][a-z0-9._-]{0,63}$`.
-pub fn ns(op: &str, ns: &str) -> Result<()> {
+pub fn ns(op: &(impl fmt::Display + ?Sized), ns: &str) -> Result<()> {
     let b = ns.as_bytes();
     let ok = !b.is_empty()
         && b.len() <= 64
@@ -69,7 +93,7 @@ pub fn ns(op: &str, ns: &str) -> Result<()> {
 }
 
 /// A KV key: 1 to 512 bytes, no NUL.
-pub fn key(op: &str, k: &str) -> Result<()> {
+pub fn key(op: &(impl fmt::Display + ?Sized), k: &str) -> Result<()> {
     if k.is_empty() || k.len() > MAX_KEY_BYTES || k.contains('\0') {
         return Err(Error::invalid(
             op,
@@ -90,22 +114,4 @@ pub fn segment(s: &str) -> String {
         }
     }
     out
-}
-
-/// The length of `v` as compact JSON, counted without building the text.
-pub(crate) fn json_len(v: &serde_json::Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0);
-    // Writing a `Value` into a sink that never fails cannot fail.
-    let _ = serde_json::to_writer(&mut c, v);
-    c.0
 }

@@ -172,6 +172,54 @@ async fn the_seed_commit_decodes_into_typed_results() {
     assert_eq!(c.timers().next().unwrap().status, "scheduled");
 }
 
+/// A result whose fields are not of the types the SDK reads (a broker's bug, or a
+/// future broker's extension) still decodes: each such field is taken as absent, as it
+/// always was, and the other results are unharmed. Escaped text is unescaped.
+#[tokio::test]
+async fn odd_field_types_in_a_result_are_taken_as_absent() {
+    let c = committed(
+        commit_json(
+            200,
+            json!({ "transactionId": "t", "success": true, "results": [
+                { "index": 0, "type": "ack", "transactionId": "order-7-paid", "dlq": "no" },
+                { "index": "1", "type": "push", "transactionId": "receipt-\u{e9}\"7\"",
+                  "messageId": 17, "queueName": "receipts", "duplicate": true },
+                { "index": 2, "type": "timer", "ok": true, "status": "scheduled",
+                  "queue": "reminders", "timerKey": "o\n7", "txn": null, "opIndex": 0 },
+            ]}),
+        )
+        .await,
+    );
+    assert_eq!(
+        c.results,
+        vec![
+            StepResult::Ack(AckResult {
+                index: 0,
+                transaction_id: "order-7-paid".into(),
+                dlq: false,
+            }),
+            StepResult::Push(PushResult {
+                index: 0,
+                transaction_id: "receipt-\u{e9}\"7\"".into(),
+                message_id: String::new(),
+                queue: "receipts".into(),
+                duplicate: true,
+            }),
+            StepResult::Timer(TimerResult {
+                index: 2,
+                op_index: 0,
+                status: "scheduled".into(),
+                ok: true,
+                queue: "reminders".into(),
+                timer_key: "o\n7".into(),
+                txn: None,
+                message_id: None,
+                deliver_at: None,
+            }),
+        ]
+    );
+}
+
 #[tokio::test]
 async fn a_position_result_is_kept_whole() {
     let element = json!({ "index": 1, "type": "position", "opIndex": 0, "queue": "orders",

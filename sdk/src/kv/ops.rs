@@ -4,7 +4,7 @@
 //! have does not compile (see [`KvOp`]'s `compile_fail` examples).
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
 use crate::txn::Ttl;
@@ -146,7 +146,7 @@ pub struct GetMany {
 pub struct Put {
     ns: String,
     key: String,
-    value: std::result::Result<Value, String>,
+    value: std::result::Result<Box<RawValue>, String>,
     ttl: Option<Ttl>,
     expect: Option<u64>,
     required: bool,
@@ -166,7 +166,7 @@ pub struct Put {
 pub struct PutIfAbsent {
     ns: String,
     key: String,
-    value: std::result::Result<Value, String>,
+    value: std::result::Result<Box<RawValue>, String>,
     ttl: Option<Ttl>,
     required: bool,
 }
@@ -252,7 +252,7 @@ impl Kv {
         Put {
             ns: ns.to_string(),
             key: key.to_string(),
-            value: serde_json::to_value(value).map_err(|e| e.to_string()),
+            value: serde_json::value::to_raw_value(value).map_err(|e| e.to_string()),
             ttl: None,
             expect: None,
             required: false,
@@ -290,7 +290,7 @@ impl Kv {
         PutIfAbsent {
             ns: ns.to_string(),
             key: key.to_string(),
-            value: serde_json::to_value(value).map_err(|e| e.to_string()),
+            value: serde_json::value::to_raw_value(value).map_err(|e| e.to_string()),
             ttl: None,
             required: false,
         }
@@ -638,6 +638,15 @@ impl KvOp {
     }
 
     /// The key it writes, if it writes one.
+    /// The length of the value it writes, as rendered (0 without one).
+    pub(crate) fn value_len(&self) -> usize {
+        match self {
+            KvOp::Put(Put { value: Ok(v), .. })
+            | KvOp::PutIfAbsent(PutIfAbsent { value: Ok(v), .. }) => v.get().len(),
+            _ => 0,
+        }
+    }
+
     pub(crate) fn written_key(&self) -> Option<&str> {
         match self {
             KvOp::Put(_) | KvOp::PutIfAbsent(_) | KvOp::Delete(_) | KvOp::Incr(_) => self.key(),
@@ -676,7 +685,10 @@ impl KvOp {
 
     /// Checks the operation's own rules (namespace, key, expiry, value size) and renders
     /// it; `op` names it in errors.
-    pub(crate) fn checked_wire(&self, op: &str) -> Result<KvWire<'_>> {
+    pub(crate) fn checked_wire(
+        &self,
+        op: &(impl std::fmt::Display + ?Sized),
+    ) -> Result<KvWire<'_>> {
         validate::ns(op, self.ns())?;
         match self {
             KvOp::GetMany(o) => {
@@ -744,11 +756,15 @@ impl KvOp {
 }
 
 /// A value that serialised and fits the limit.
-fn checked_value<'a>(op: &str, value: &'a std::result::Result<Value, String>) -> Result<&'a Value> {
+fn checked_value<'a>(
+    op: &(impl std::fmt::Display + ?Sized),
+    value: &'a std::result::Result<Box<RawValue>, String>,
+) -> Result<&'a RawValue> {
     match value {
         Err(e) => Err(Error::invalid(op, format!("value: {e}"))),
         Ok(v) => {
-            let len = validate::json_len(v);
+            // Compact JSON, as rendered when the value was set.
+            let len = v.get().len();
             if len > validate::MAX_VALUE_BYTES {
                 return Err(Error::invalid(
                     op,
@@ -774,7 +790,7 @@ pub(crate) struct KvWire<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     keys: Option<&'a [String]>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    value: Option<&'a Value>,
+    value: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ttl_seconds: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]

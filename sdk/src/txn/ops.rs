@@ -2,7 +2,7 @@
 //! [`crate::kv`] (beside `KvStore`), timer operations in [`crate::timers`] (beside `Timers`).
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// One pushed item. Configure it in [`crate::TransactionBuilder::push`].
 ///
@@ -29,7 +29,8 @@ use serde_json::Value;
 pub struct Push {
     pub(crate) queue: String,
     pub(crate) partition: Option<String>,
-    pub(crate) payload: Option<Result<Value, String>>,
+    /// Rendered once, when set: the body embeds the text (no tree is kept or walked).
+    pub(crate) payload: Option<Result<Box<RawValue>, String>>,
     pub(crate) transaction_id: Option<String>,
     pub(crate) trace_id: Option<String>,
 }
@@ -61,7 +62,7 @@ impl Push {
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
     pub fn payload<T: Serialize + ?Sized>(mut self, payload: &T) -> Self {
-        self.payload = Some(serde_json::to_value(payload).map_err(|e| e.to_string()));
+        self.payload = Some(serde_json::value::to_raw_value(payload).map_err(|e| e.to_string()));
         self
     }
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::ops::Position;
 use crate::kv::KvWire;
@@ -61,7 +61,7 @@ pub(crate) struct PushItem<'a> {
     pub queue: &'a str,
     pub partition: &'a str,
     pub transaction_id: String,
-    pub payload: &'a Value,
+    pub payload: &'a RawValue,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<&'a str>,
 }
