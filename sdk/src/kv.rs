@@ -240,24 +240,10 @@ impl Client {
 }
 
 fn parse_result(i: usize, v: &Value) -> KvResult {
+    // A standalone call's results are in the order of its operations.
     KvResult {
-        index: v
-            .get("index")
-            .and_then(Value::as_u64)
-            .map_or(i, |n| n as usize),
         op_index: i,
-        op: v
-            .get("op")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        applied: v.get("applied").and_then(Value::as_bool),
-        reason: v.get("reason").and_then(Value::as_str).map(str::to_string),
-        key: v.get("key").and_then(Value::as_str).map(str::to_string),
-        value: v.get("value").cloned(),
-        version: v.get("version").and_then(Value::as_u64),
-        found: v.get("found").and_then(Value::as_bool),
-        raw: v.clone(),
+        ..KvResult::from_value(v, i, i)
     }
 }
 

@@ -9,6 +9,7 @@ use queen_sdk::{
     TimerResult,
 };
 use serde::Deserialize;
+use serde_json::value::to_raw_value;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -135,7 +136,7 @@ async fn the_seed_commit_decodes_into_typed_results() {
             value: Some(json!({"status": "paid"})),
             version: Some(90101),
             found: None,
-            raw: body["results"][2].clone(),
+            raw: to_raw_value(&body["results"][2]).unwrap(),
         }),
         StepResult::Kv(KvResult {
             index: 3,
@@ -147,7 +148,7 @@ async fn the_seed_commit_decodes_into_typed_results() {
             value: Some(json!(true)),
             version: Some(90102),
             found: None,
-            raw: body["results"][3].clone(),
+            raw: to_raw_value(&body["results"][3]).unwrap(),
         }),
         StepResult::Timer(TimerResult {
             index: 4,
@@ -186,10 +187,30 @@ async fn odd_field_types_in_a_result_are_taken_as_absent() {
                   "messageId": 17, "queueName": "receipts", "duplicate": true },
                 { "index": 2, "type": "timer", "ok": true, "status": "scheduled",
                   "queue": "reminders", "timerKey": "o\n7", "txn": null, "opIndex": 0 },
+                { "index": 3, "type": "kv", "op": "get", "opIndex": 0, "key": "k",
+                  "found": true, "value": null, "version": "7" },
+                { "index": 4, "type": "kv", "op": "get", "opIndex": 1, "key": "k2",
+                  "found": true, "value": null, "version": 8 },
             ]}),
         )
         .await,
     );
+    // An explicit `null` value is kept as one, on the typed path and the lenient one.
+    let kv: Vec<&KvResult> = c.kv().collect();
+    assert_eq!(
+        kv.iter()
+            .map(|k| (k.index, k.value.clone(), k.version))
+            .collect::<Vec<_>>(),
+        [
+            (3, Some(Value::Null), None),
+            (4, Some(Value::Null), Some(8))
+        ]
+    );
+    assert_eq!(kv[0].raw_value()["version"], "7");
+    let c = Committed {
+        results: c.results[..3].to_vec(),
+        ..c
+    };
     assert_eq!(
         c.results,
         vec![
@@ -283,10 +304,10 @@ async fn other_result_shapes_decode() {
     assert_eq!(kv[0].found, Some(false));
     assert_eq!(kv[0].applied, None);
     assert_eq!(kv[0].value, None);
-    assert_eq!(kv[0].raw, get_miss);
+    assert_eq!(kv[0].raw_value(), get_miss);
     assert_eq!(kv[1].op, "getMany");
-    assert_eq!(kv[1].raw["rows"][0]["value"], 1);
-    assert_eq!(kv[1].raw["missing"], json!(["b"]));
+    assert_eq!(kv[1].raw_value()["rows"][0]["value"], 1);
+    assert_eq!(kv[1].raw_value()["missing"], json!(["b"]));
     assert_eq!(kv[2].applied, Some(false));
     assert_eq!(kv[2].reason.as_deref(), Some("exists"));
     assert_eq!(kv[2].value, Some(json!(true)));

@@ -407,7 +407,7 @@ impl Kv {
     }
 
     /// Reads several keys: the result's [`KvResult::raw`](crate::KvResult::raw) holds
-    /// `rows` and `missing`.
+    /// `rows` and `missing` ([`KvResult::raw_value`](crate::KvResult::raw_value) parses it).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -424,8 +424,8 @@ impl Kv {
     ///     .committed()
     ///     .unwrap();
     /// let r = c.kv().next().unwrap();
-    /// assert_eq!(r.raw["rows"][0]["key"], "c-1");
-    /// assert_eq!(r.raw["missing"], serde_json::json!(["c-2"]));
+    /// assert_eq!(r.raw_value()["rows"][0]["key"], "c-1");
+    /// assert_eq!(r.raw_value()["missing"], serde_json::json!(["c-2"]));
     /// # broker.shutdown().await;
     /// # Ok(())
     /// # }

@@ -91,7 +91,7 @@ pub struct PushResult {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct KvResult {
     /// Its slot.
     pub index: usize,
@@ -111,8 +111,74 @@ pub struct KvResult {
     pub version: Option<u64>,
     /// For `get`: whether the key exists.
     pub found: Option<bool>,
-    /// The whole element, for fields this type does not name (`rows`, `missing`, ...).
-    pub raw: Value,
+    /// The whole element as the broker sent it, as JSON text, for fields this type does
+    /// not name (`rows`, `missing`, ...): [`KvResult::raw_value`] parses it. Kept as text
+    /// because most callers never look: a tree per result was a third of the
+    /// allocations of a seed step's answer.
+    pub raw: Box<RawValue>,
+}
+
+impl KvResult {
+    /// [`KvResult::raw`] parsed.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let c = client.transaction().kv(|k| k.get("carts", "c-9")).commit().await?.committed().unwrap();
+    /// let r = c.kv().next().unwrap();
+    /// assert_eq!(r.raw_value()["found"], false);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn raw_value(&self) -> Value {
+        // The text came from a JSON answer that parsed.
+        serde_json::from_str(self.raw.get()).unwrap_or(Value::Null)
+    }
+
+    /// A KV result from its element `v`: `index` and `op_index` where `v` names none.
+    pub(crate) fn from_value(v: &Value, index: usize, op_index: usize) -> KvResult {
+        KvResult {
+            index: v
+                .get("index")
+                .and_then(Value::as_u64)
+                .map_or(index, |n| n as usize),
+            op_index: v
+                .get("opIndex")
+                .and_then(Value::as_u64)
+                .map_or(op_index, |n| n as usize),
+            op: s(v, "op").unwrap_or_default(),
+            applied: v.get("applied").and_then(Value::as_bool),
+            reason: s(v, "reason"),
+            key: s(v, "key"),
+            value: v.get("value").cloned(),
+            version: v.get("version").and_then(Value::as_u64),
+            found: v.get("found").and_then(Value::as_bool),
+            raw: serde_json::value::to_raw_value(v).unwrap_or_else(|_| RawValue::NULL.to_owned()),
+        }
+    }
+}
+
+/// Equal when every field is, `raw` compared as JSON (not as text: key order and
+/// spacing are the sender's).
+impl PartialEq for KvResult {
+    fn eq(&self, o: &KvResult) -> bool {
+        (
+            self.index,
+            self.op_index,
+            &self.op,
+            self.applied,
+            &self.reason,
+            &self.key,
+            &self.value,
+            self.version,
+            self.found,
+        ) == (
+            o.index, o.op_index, &o.op, o.applied, &o.reason, &o.key, &o.value, o.version, o.found,
+        ) && (self.raw.get() == o.raw.get() || self.raw_value() == o.raw_value())
+    }
 }
 
 /// A timer operation's result.
@@ -244,9 +310,9 @@ fn u(v: &Value, k: &str) -> usize {
     v.get(k).and_then(Value::as_u64).unwrap_or(0) as usize
 }
 
-/// The fields of an ack, push or timer result, read straight from its text. Those
-/// results keep no `raw` tree, so they need none: a `Value` per element cost about 1 µs
-/// of a seed step's 5 µs decode, and more with the allocator shared under load.
+/// The fields of an ack, push, timer or KV result, read straight from its text: no
+/// JSON tree per element (a seed step's answer took 50 allocations with them, 5 µs
+/// alone and several times that with the allocator shared under load).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Typed<'a> {
@@ -265,11 +331,26 @@ struct Typed<'a> {
     timer_key: Option<String>,
     txn: Option<String>,
     deliver_at: Option<String>,
+    op: Option<String>,
+    applied: Option<bool>,
+    reason: Option<String>,
+    key: Option<String>,
+    /// `Some(Null)` for a `null` that is there, as [`Value::get`] gives.
+    #[serde(default, deserialize_with = "present")]
+    value: Option<Value>,
+    version: Option<u64>,
+    found: Option<bool>,
+}
+
+/// A field that is present, even as `null`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 impl StepResult {
-    /// Decodes one element of `results` from its text: an ack, push or timer straight
-    /// into its fields, anything else (which keeps its `raw` tree) through [`Value`].
+    /// Decodes one element of `results` from its text: an ack, push, timer or KV result
+    /// straight into its fields, anything else (which keeps its `raw` tree) through
+    /// [`Value`].
     /// An element whose fields are not of the expected JSON types is read as leniently
     /// as before: through [`Value`], each such field taken as absent.
     pub(crate) fn from_raw(raw: &RawValue) -> StepResult {
@@ -290,6 +371,20 @@ impl StepResult {
                         message_id: t.message_id.unwrap_or_default(),
                         queue: t.queue_name.unwrap_or_default(),
                         duplicate: t.duplicate.unwrap_or(false),
+                    });
+                }
+                Some("kv") => {
+                    return StepResult::Kv(KvResult {
+                        index,
+                        op_index: t.op_index.unwrap_or(0) as usize,
+                        op: t.op.unwrap_or_default(),
+                        applied: t.applied,
+                        reason: t.reason,
+                        key: t.key,
+                        value: t.value,
+                        version: t.version,
+                        found: t.found,
+                        raw: raw.to_owned(),
                     });
                 }
                 Some("timer") => {
@@ -328,18 +423,7 @@ impl StepResult {
                 queue: s(&v, "queueName").unwrap_or_default(),
                 duplicate: v.get("duplicate").and_then(Value::as_bool).unwrap_or(false),
             }),
-            Some("kv") => StepResult::Kv(KvResult {
-                index,
-                op_index: u(&v, "opIndex"),
-                op: s(&v, "op").unwrap_or_default(),
-                applied: v.get("applied").and_then(Value::as_bool),
-                reason: s(&v, "reason"),
-                key: s(&v, "key"),
-                value: v.get("value").cloned(),
-                version: v.get("version").and_then(Value::as_u64),
-                found: v.get("found").and_then(Value::as_bool),
-                raw: v,
-            }),
+            Some("kv") => StepResult::Kv(KvResult::from_value(&v, index, 0)),
             Some("timer") => StepResult::Timer(TimerResult {
                 index,
                 op_index: u(&v, "opIndex"),
