@@ -106,12 +106,20 @@ pub fn key(op: &(impl fmt::Display + ?Sized), k: &str) -> Result<()> {
 /// Percent-encodes a path segment.
 pub fn segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
+    push_segment(&mut out, s);
+    out
+}
+
+/// Appends `s` to `out` percent-encoded: every byte but the unreserved ones
+/// (`A-Z a-z 0-9 - _ . ~`), so it is safe in a path segment and a query value alike.
+pub fn push_segment(out: &mut String, s: &str) {
+    use std::fmt::Write as _;
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            // Writing to a String cannot fail.
+            let _ = write!(out, "%{b:02X}");
         }
     }
-    out
 }

@@ -703,6 +703,8 @@ impl TransactionBuilder {
             };
             let wire = k.checked_wire(&op)?;
             if let Some(key) = k.written_key()
+                // One operation cannot repeat itself (and the set is not allocated).
+                && self.kv.len() > 1
                 && !written.insert((k.ns(), key))
             {
                 return Err(Error::invalid(
@@ -724,7 +726,7 @@ impl TransactionBuilder {
                 index: i,
                 kind: None,
             };
-            if !seen.insert((t.queue.as_str(), t.key.as_str())) {
+            if self.timers.len() > 1 && !seen.insert((t.queue.as_str(), t.key.as_str())) {
                 return Err(Error::invalid(
                     op,
                     format!("{}/{} appears twice in one transaction", t.queue, t.key),
