@@ -549,7 +549,11 @@ impl Client {
         if let Some(b) = body {
             // Rendered once by the caller; every attempt sends the same bytes.
             req = req
-                .header(header::CONTENT_TYPE, "application/json")
+                // A static value: from a `&str`, the header is copied for every request.
+                .header(
+                    header::CONTENT_TYPE,
+                    header::HeaderValue::from_static("application/json"),
+                )
                 .body(b.clone());
         }
         let res = req.send().await?;
