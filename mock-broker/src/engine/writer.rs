@@ -17,8 +17,9 @@
 //! stays in the open write transaction (`Held`) and the next ones are applied on top
 //! of it, so a page that every batch touches is copied once per redb commit rather
 //! than once per batch. Its callers are answered all the same, since its record is
-//! synced. Held batches are committed after `HOLD_FOR`, when the queue empties, at
-//! a checkpoint, or when a read asks ([`Writer::published`]): every read of the
+//! synced. Held batches are committed after `HOLD_FOR`, when the queue stays empty
+//! (for `IDLE_GRACE` after concurrent callers, at once after a lone one), at a
+//! checkpoint, or when a read asks ([`Writer::published`]): every read of the
 //! database waits for that commit when something is held, so none misses an
 //! answered write. A batch that fails drops the transaction and the batches held in
 //! it, and the writer applies those again from the log (`restore_or_reopen`).
@@ -248,27 +249,42 @@ fn run(
     let mut disk_full: Option<Instant> = None;
     // Batches durable in the log and answered, not yet committed to redb.
     let mut held: Option<Held> = None;
+    // When a batch last carried more than one command: concurrent callers, so more
+    // commands are likely to follow within moments.
+    let mut concurrent_at: Option<Instant> = None;
     loop {
         let first = match rx.try_recv() {
             Ok(job) => job,
             Err(mpsc::error::TryRecvError::Disconnected) => break,
             Err(mpsc::error::TryRecvError::Empty) => {
-                // Idle: what is held becomes visible before the writer sleeps, so a
-                // lightly loaded broker commits every batch, as it always did.
-                if held.is_some() {
-                    // Without a sync: it is in the log.
-                    commit_or_reopen(
-                        &db,
-                        &mut held,
-                        Durability::None,
-                        &stats,
-                        &mut live,
-                        &mut memory,
-                    );
-                }
-                match rx.blocking_recv() {
-                    Some(job) => job,
-                    None => break,
+                // Between two bursts of concurrent callers the queue empties for a
+                // moment: what is held waits a little for the next command before it
+                // is committed (a read meanwhile asks for the commit itself). A lone
+                // caller's batch is committed at once, as it always was.
+                let grace = held
+                    .as_ref()
+                    .filter(|_| concurrent_at.is_some_and(|t| t.elapsed() < HOLD_FOR))
+                    .map(|h| IDLE_GRACE.min(HOLD_FOR.saturating_sub(h.since.elapsed())));
+                if let Some(job) = grace.and_then(|g| next_within(&mut rx, g)) {
+                    job
+                } else {
+                    // Idle: what is held becomes visible before the writer sleeps, so a
+                    // lightly loaded broker commits every batch, as it always did.
+                    if held.is_some() {
+                        // Without a sync: it is in the log.
+                        commit_or_reopen(
+                            &db,
+                            &mut held,
+                            Durability::None,
+                            &stats,
+                            &mut live,
+                            &mut memory,
+                        );
+                    }
+                    match rx.blocking_recv() {
+                        Some(job) => job,
+                        None => break,
+                    }
                 }
             }
         };
@@ -280,6 +296,9 @@ fn run(
             }
         }
         let n = batch.len() as u64;
+        if n > 1 {
+            concurrent_at = Some(Instant::now());
+        }
         if let Some(since) = disk_full
             && since.elapsed() >= RESERVE_RETRY
         {
@@ -525,6 +544,35 @@ fn store_err(e: impl Into<StoreError>) -> Arc<StoreError> {
 /// before it sleeps.
 const HOLD_FOR: Duration = Duration::from_millis(50);
 
+/// How long a writer that holds batches for concurrent callers waits for a next
+/// command once its queue is empty, before it commits them. Under load the queue
+/// empties between bursts of answers (the callers are writing their next requests):
+/// committing at every such gap made the redb commits 464 to 578 in a 5-second push+KV
+/// run at 64 workers; waiting 2 ms made them 113 to 162, and the writer's CPU per
+/// operation went from a median of 47 to 42 µs (5 alternating runs). A lone caller
+/// (batches of one command) is not kept waiting: its batch is committed at once.
+const IDLE_GRACE: Duration = Duration::from_millis(2);
+
+/// How often it looks at the queue meanwhile: the queue's receiver has no blocking
+/// receive with a timeout and this thread has no runtime, so it polls (about 20
+/// wakeups in a whole grace).
+const IDLE_POLL: Duration = Duration::from_micros(50);
+
+/// The next command if one comes within `wait`; `None` at the end of it, or at once
+/// when every sender is gone.
+fn next_within(rx: &mut mpsc::Receiver<Box<dyn Job>>, wait: Duration) -> Option<Box<dyn Job>> {
+    let until = Instant::now() + wait;
+    loop {
+        match rx.try_recv() {
+            Ok(job) => return Some(job),
+            Err(mpsc::error::TryRecvError::Empty) if Instant::now() < until => {
+                thread::sleep(IDLE_POLL);
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
 /// ... or once their rows reach this many bytes.
 const HOLD_BYTES: usize = 8 << 20;
 
@@ -647,5 +695,47 @@ fn apply_batch(
             }
             Ok(Applied::Committed)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A command that does nothing, to fill the queue.
+    struct Nothing;
+
+    impl Job for Nothing {
+        fn apply(&mut self, _: &mut Tx<'_, '_>) -> Result<(), Arc<StoreError>> {
+            Ok(())
+        }
+        fn finish(self: Box<Self>, _: Result<(), EngineError>) {}
+    }
+
+    #[test]
+    fn an_idle_writer_takes_a_command_that_comes_within_its_grace() {
+        let (tx, mut rx) = mpsc::channel::<Box<dyn Job>>(4);
+        let sender = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(2));
+            let _ = tx.try_send(Box::new(Nothing));
+            // Kept open until the command is taken, so it is not a disconnect.
+            thread::sleep(Duration::from_millis(500));
+        });
+        let t = Instant::now();
+        assert!(next_within(&mut rx, Duration::from_secs(5)).is_some());
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        sender.join().unwrap();
+    }
+
+    #[test]
+    fn an_idle_writer_stops_waiting_at_the_end_of_its_grace_or_at_a_disconnect() {
+        let (tx, mut rx) = mpsc::channel::<Box<dyn Job>>(4);
+        let t = Instant::now();
+        assert!(next_within(&mut rx, Duration::from_millis(5)).is_none());
+        assert!(t.elapsed() >= Duration::from_millis(5));
+        drop(tx);
+        let t = Instant::now();
+        assert!(next_within(&mut rx, Duration::from_secs(5)).is_none());
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
     }
 }
