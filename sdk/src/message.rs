@@ -421,7 +421,7 @@ impl<T: DeserializeOwned> Pop<'_, T> {
     /// ```
     pub async fn send(self) -> Result<Vec<Message<T>>> {
         validate::name("queue", &self.queue)?;
-        let mut path = match &self.partition {
+        let path = match &self.partition {
             Some(p) => format!(
                 "/api/v1/pop/queue/{}/partition/{}",
                 validate::segment(&self.queue),
@@ -429,14 +429,6 @@ impl<T: DeserializeOwned> Pop<'_, T> {
             ),
             None => format!("/api/v1/pop/queue/{}", validate::segment(&self.queue)),
         };
-        // The query is written here, in the order set: handed to reqwest as pairs, it
-        // would parse the URL a second time and allocate for every key.
-        for (i, (k, v)) in self.params.iter().enumerate() {
-            path.push(if i == 0 { '?' } else { '&' });
-            path.push_str(k);
-            path.push('=');
-            validate::push_segment(&mut path, v);
-        }
         let opts = Opts {
             replay: Replay::Safe,
             timeout: self.wait.map(|w| w + LONG_POLL_MARGIN),
@@ -447,7 +439,7 @@ impl<T: DeserializeOwned> Pop<'_, T> {
         };
         let answer = self
             .client
-            .call(Method::GET, &path, None::<&()>, None, opts)
+            .call(Method::GET, &path, Some(&self.params), None, opts)
             .await?;
         let mut msgs = decode_messages(&answer)?;
         // Queen v0 names the queue once, at the top of its pop answer, not on each

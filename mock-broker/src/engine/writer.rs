@@ -544,6 +544,9 @@ fn store_err(e: impl Into<StoreError>) -> Arc<StoreError> {
 /// before it sleeps.
 const HOLD_FOR: Duration = Duration::from_millis(50);
 
+/// ... or once their rows reach this many bytes.
+const HOLD_BYTES: usize = 8 << 20;
+
 /// How long a writer that holds batches for concurrent callers waits for a next
 /// command once its queue is empty, before it commits them. Under load the queue
 /// empties between bursts of answers (the callers are writing their next requests):
@@ -572,9 +575,6 @@ fn next_within(rx: &mut mpsc::Receiver<Box<dyn Job>>, wait: Duration) -> Option<
         }
     }
 }
-
-/// ... or once their rows reach this many bytes.
-const HOLD_BYTES: usize = 8 << 20;
 
 /// Batches synced in the log and answered, in a redb transaction not yet committed.
 struct Held {
