@@ -64,5 +64,5 @@ ARGS=()
 for f in "${FILES[@]}"; do ARGS+=(--test "$f"); done
 cd "$WORK/queen-mq"
 QUEEN_TEST_URL="http://127.0.0.1:$PORT" QUEEN_TEST_STRICT=1 \
-  CARGO_TARGET_DIR="$WORK/target" cargo test "${ARGS[@]}" --no-fail-fast -- \
+  CARGO_TARGET_DIR="$WORK/target" CARGO_PROFILE_DEV_DEBUG=false cargo test "${ARGS[@]}" --no-fail-fast -- \
   --skip dead_lettering_needs_both_flags_off_to_be_off
