@@ -236,28 +236,38 @@ impl Activity {
         // process sample (it reads /proc).
         let mut add = Minute::default();
         f(&mut add);
-        let sample = self
-            .with(|inner| !inner.samples.contains_key(&minute))
-            .then(sample);
-        self.with(|inner| {
-            inner.requests += 1;
-            if let Some(s) = sample
-                && let std::collections::btree_map::Entry::Vacant(e) = inner.samples.entry(minute)
-            {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if !g.samples.contains_key(&minute) {
+            drop(g);
+            let s = sample();
+            g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            if let std::collections::btree_map::Entry::Vacant(e) = g.samples.entry(minute) {
                 e.insert(s);
-                inner.samples = inner.samples.split_off(&(minute - WINDOW_MINUTES));
+                g.samples = g.samples.split_off(&(minute - WINDOW_MINUTES));
             }
-            let t = inner.tenants.entry(tenant.to_string()).or_default();
-            if !t.minutes.contains_key(&minute) {
-                t.minutes = t.minutes.split_off(&(minute - WINDOW_MINUTES));
+        }
+        let inner = &mut *g;
+        inner.requests += 1;
+        // Keys are allocated only the first time a tenant or a queue is seen in a
+        // minute: this runs on every call, under a lock every handler shares.
+        if !inner.tenants.contains_key(tenant) {
+            inner.tenants.insert(tenant.to_string(), TenantActivity::default());
+        }
+        let t = inner.tenants.get_mut(tenant).expect("inserted above");
+        if !t.minutes.contains_key(&minute) {
+            t.minutes = t.minutes.split_off(&(minute - WINDOW_MINUTES));
+        }
+        let m = t.minutes.entry(minute).or_default();
+        m.all.merge(&add.all);
+        for (q, qb) in add.queues {
+            match m.queues.get_mut(&q) {
+                Some(b) => b.merge(&qb),
+                None => {
+                    m.queues.insert(q, qb);
+                }
             }
-            let m = t.minutes.entry(minute).or_default();
-            m.all.merge(&add.all);
-            for (q, qb) in &add.queues {
-                m.queues.entry(q.clone()).or_default().merge(qb);
-            }
-            t.totals.merge(&add.all);
-        });
+        }
+        t.totals.merge(&add.all);
     }
 
     /// Minutes of `tenant` from `from` to `to` (inclusive, µs), oldest first, with
