@@ -360,7 +360,8 @@ impl Engine {
         tenant: &str,
         t: txn::Transaction,
     ) -> Result<txn::TxnOutcome, EngineError> {
-        self.transaction_as(tenant, &requests::new_id(), t).await
+        self.run_transaction(tenant, requests::new_id(), true, t)
+            .await
     }
 
     /// [`Engine::transaction`] under a given request id: a call whose id already has a
@@ -373,10 +374,23 @@ impl Engine {
         request_id: &str,
         t: txn::Transaction,
     ) -> Result<txn::TxnOutcome, EngineError> {
-        let request_id = request_id.to_string();
+        self.run_transaction(tenant, request_id.to_string(), false, t)
+            .await
+    }
+
+    /// The submit-and-retry loop of both. `fresh`: the id was minted for this call, so
+    /// its first attempt has no record to find and skips the lookup.
+    async fn run_transaction(
+        &self,
+        tenant: &str,
+        request_id: String,
+        fresh: bool,
+        t: txn::Transaction,
+    ) -> Result<txn::TxnOutcome, EngineError> {
         let txn_id = ids::message_id();
         let t = Arc::new(t);
         let deadline = tokio::time::Instant::now() + TRANSACTION_DEADLINE;
+        let mut look = !fresh;
         loop {
             let (who, call, rid, tid) = (
                 tenant.to_string(),
@@ -388,7 +402,7 @@ impl Engine {
                 .shared
                 .writer
                 .submit(move |tx| {
-                    if let Some(answer) = requests::recorded(tx, &rid)? {
+                    if look && let Some(answer) = requests::recorded(tx, &rid)? {
                         return Ok(answer);
                     }
                     if call.adds_data() {
@@ -403,6 +417,7 @@ impl Engine {
                 Err(EngineError::Storage(e)) if tokio::time::Instant::now() < deadline => {
                     tracing::warn!(error = %e, request = %request_id, "transaction commit failed; retrying under the same request id");
                     tokio::time::sleep(Duration::from_millis(50)).await;
+                    look = true;
                 }
                 other => {
                     if let Ok(done) = &other {

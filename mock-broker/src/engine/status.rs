@@ -251,7 +251,9 @@ impl Activity {
         // Keys are allocated only the first time a tenant or a queue is seen in a
         // minute: this runs on every call, under a lock every handler shares.
         if !inner.tenants.contains_key(tenant) {
-            inner.tenants.insert(tenant.to_string(), TenantActivity::default());
+            inner
+                .tenants
+                .insert(tenant.to_string(), TenantActivity::default());
         }
         let t = inner.tenants.get_mut(tenant).expect("inserted above");
         if !t.minutes.contains_key(&minute) {
