@@ -220,8 +220,12 @@ impl Activity {
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut g)
+        f(&mut self.lock())
+    }
+
+    /// The counters, whatever a panicking holder left (they are counts, never torn).
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn record(
@@ -236,11 +240,11 @@ impl Activity {
         // process sample (it reads /proc).
         let mut add = Minute::default();
         f(&mut add);
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.lock();
         if !g.samples.contains_key(&minute) {
             drop(g);
             let s = sample();
-            g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            g = self.lock();
             if let std::collections::btree_map::Entry::Vacant(e) = g.samples.entry(minute) {
                 e.insert(s);
                 g.samples = g.samples.split_off(&(minute - WINDOW_MINUTES));
