@@ -612,7 +612,6 @@ impl Client {
     }
 }
 
-/// The feature a route belongs to, for the routes some brokers (Queen v0) lack.
 /// A call's query parameters, written into its URL once (handed to reqwest as pairs,
 /// they made it parse the URL a second time and allocate for every key).
 pub(crate) trait Query {
@@ -648,6 +647,7 @@ impl<K: AsRef<str>, V: AsRef<str>, const N: usize> Query for [(K, V); N] {
     }
 }
 
+/// The feature a route belongs to, for the routes some brokers (Queen v0) lack.
 fn capability_of(path: &str) -> Option<Capability> {
     let rest = path.strip_prefix("/api/v1/")?;
     let head = rest.split(['/', '?']).next().unwrap_or("");
