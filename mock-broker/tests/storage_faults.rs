@@ -363,3 +363,59 @@ async fn a_checkpoint_that_fails_loses_nothing_the_log_holds() {
     let log = std::fs::metadata(dir.path().join("queen.redb.wal")).unwrap();
     assert_eq!(log.len(), 0);
 }
+
+#[tokio::test]
+async fn a_transaction_refused_for_an_io_error_applied_nothing_and_lands_once_when_sent_again() {
+    // Its step holds a push and an ungated counter, so a step applied twice, or half
+    // applied, shows in what is stored: now, and after a restart.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("queen.redb");
+    let faults = StorageFaults::default();
+    let broker = start(&file, &faults).await;
+    let c = Client::of(&broker);
+    assert_eq!(c.push("a", 1).await.0, StatusCode::CREATED);
+    let step = || {
+        let body = json!({
+            "operations": [{"type": "push", "items": [
+                {"queue": "q", "partition": "p", "transactionId": "step", "payload": 1}]}],
+            "kv": [{"op": "incr", "ns": "app", "key": "n", "forever": true}]
+        });
+        c.send(
+            c.http
+                .post(format!("{}/api/v1/transaction", c.url))
+                .json(&body),
+        )
+    };
+    // The counter's KV answer on `b`.
+    let counter = |b: &MockBroker| {
+        let c = Client::of(b);
+        async move { c.get("/api/v1/kv/app/n").await.1 }
+    };
+
+    faults.inject(StorageFault::Io);
+    let (s, b, retry) = step().await;
+    assert_eq!(
+        (s, b["code"].clone()),
+        (StatusCode::SERVICE_UNAVAILABLE, json!("retry")),
+        "{b}"
+    );
+    assert!(retry.is_some());
+    faults.heal();
+    assert_eq!(counter(&broker).await["found"], false, "nothing applied");
+    assert_eq!(stored(&broker), ["a"]);
+
+    let (s, b, _) = step().await;
+    assert_eq!(
+        (s, b["success"].clone()),
+        (StatusCode::OK, json!(true)),
+        "{b}"
+    );
+    assert_eq!(counter(&broker).await["value"], 1);
+    assert_eq!(stored(&broker), ["a", "step"]);
+    broker.shutdown().await;
+
+    let broker = start(&file, &StorageFaults::default()).await;
+    assert_eq!(counter(&broker).await["value"], 1, "applied once");
+    assert_eq!(stored(&broker), ["a", "step"]);
+    broker.shutdown().await;
+}

@@ -379,7 +379,8 @@ impl Engine {
     }
 
     /// The submit-and-retry loop of both. `fresh`: the id was minted for this call, so
-    /// its first attempt has no record to find and skips the lookup.
+    /// its first attempt has no record to find and skips the lookup, and its record is
+    /// kept only where a retry can find it ([`requests::record_for_retry`]).
     async fn run_transaction(
         &self,
         tenant: &str,
@@ -409,7 +410,11 @@ impl Engine {
                         tx.ensure_room()?;
                     }
                     let answer = txn::run(tx, &who, &call, &tid)?;
-                    requests::record(tx, &rid, &answer);
+                    if fresh {
+                        requests::record_for_retry(tx, &rid, answer.clone());
+                    } else {
+                        requests::record(tx, &rid, &answer);
+                    }
                     Ok(answer)
                 })
                 .await;

@@ -3,7 +3,9 @@
 //! The engine retries a call whose commit outcome it could not observe (a storage
 //! error, an injected fault after the commit) under the same request id. The record is
 //! written in the same commit as the call's effects, so a retry of a call that did
-//! commit finds it and answers from it instead of running the step again.
+//! commit finds it and answers from it instead of running the step again. Under an id
+//! the engine minted, it is written only where such a retry can find it
+//! ([`record_for_retry`]).
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -30,6 +32,15 @@ pub fn recorded<A: DeserializeOwned>(tx: &Tx, id: &str) -> Result<Option<A>, Sto
 /// current command.
 pub fn record<A: Serialize>(tx: &mut Tx, id: &str, answer: &A) {
     tx.put(T::Requests, id.as_bytes().to_vec(), answer);
+}
+
+/// Records `answer` under `id` for the engine's own retries alone: an id it minted for
+/// one call, which no caller can send again once that call is answered. Such a retry
+/// follows a commit that failed, and only a commit straight to redb can fail after
+/// reaching the disk, so a batch that goes through the write-ahead log keeps no record
+/// (see [`Tx::put_unless_logged`]).
+pub fn record_for_retry<A: Serialize + 'static>(tx: &mut Tx, id: &str, answer: A) {
+    tx.put_unless_logged(T::Requests, id.as_bytes().to_vec(), answer);
 }
 
 /// Drops records older than [`KEEP_SECONDS`].

@@ -624,6 +624,7 @@ fn apply_batch(
     };
     let mut dirty = false;
     let mut publish = false;
+    let logged;
     let (live_after, rows) = {
         let mut tables = Tables::open(&txn, *live, room)?;
         if let Some(w) = wal.as_deref_mut() {
@@ -636,14 +637,23 @@ fn apply_batch(
             publish |= tx.publish;
             woken.append(&mut tx.woken);
         }
-        let live_after = tables.live_bytes();
-        if dirty && live_after != *live {
+        if dirty && tables.live_bytes() != *live {
             tables.store_live_bytes()?;
+        }
+        // Through the log unless there is none or the record would be too large; the
+        // rows kept only for a commit straight to redb are written in that case alone
+        // (`Tx::put_unless_logged`), and the live count is stored again to count them.
+        logged = tables.logged_len().is_some_and(|n| n <= MAX_RECORD);
+        if dirty && !logged {
+            tables.store_unlogged()?;
+            if tables.live_bytes() != *live {
+                tables.store_live_bytes()?;
+            }
         }
         if dirty && let Some(w) = &wal {
             tables.store_wal_seq(w.next_seq())?;
         }
-        (live_after, tables.take_log())
+        (tables.live_bytes(), tables.take_log())
     };
     let due = |since: Instant, bytes: usize| {
         publish || since.elapsed() >= HOLD_FOR || bytes >= HOLD_BYTES
@@ -669,7 +679,7 @@ fn apply_batch(
         };
     }
     match (wal, rows) {
-        (Some(w), Some(rows)) if rows.as_bytes().len() <= MAX_RECORD => {
+        (Some(w), Some(rows)) if logged => {
             let bytes = held_bytes + rows.as_bytes().len();
             let appended = w.append(&rows);
             w.recycle(rows);
@@ -700,7 +710,12 @@ fn apply_batch(
 
 #[cfg(test)]
 mod tests {
+    use redb::ReadableDatabase;
+    use redb::backends::InMemoryBackend;
+
     use super::*;
+    use crate::clock::SystemClock;
+    use crate::store::{T, TABLES};
 
     /// A command that does nothing, to fill the queue.
     struct Nothing;
@@ -710,6 +725,64 @@ mod tests {
             Ok(())
         }
         fn finish(self: Box<Self>, _: Result<(), EngineError>) {}
+    }
+
+    /// A command that writes `rows` ordinary rows of `size` bytes and one row kept only
+    /// for a commit straight to redb, at `requests/retry`.
+    fn staging(rows: usize, size: usize) -> Box<dyn Job> {
+        let (reply, _) = oneshot::channel();
+        Box::new(FnJob {
+            f: Some(move |tx: &mut Tx<'_, '_>| {
+                for i in 0..rows {
+                    tx.put(T::Kv, format!("row-{i}").into_bytes(), &"x".repeat(size));
+                }
+                tx.put_unless_logged(T::Requests, b"retry".to_vec(), "answer".to_string());
+                Ok(())
+            }),
+            out: None,
+            reply,
+        })
+    }
+
+    /// Applies one batch of `staging(rows, size)`, with a log or without, commits it,
+    /// and says whether the row kept for a direct commit is in the database.
+    fn keeps_the_retry_row(logged: bool, rows: usize, size: usize) -> bool {
+        let db = crate::store::open(None).unwrap();
+        let mut wal = logged.then(|| {
+            let mut w = Wal::new(Arc::new(InMemoryBackend::new()), None);
+            w.recover(&db).unwrap();
+            w
+        });
+        let (mut held, mut live, mut woken) = (None, 0, Vec::new());
+        let mut batch = vec![staging(rows, size)];
+        apply_batch(
+            &db,
+            wal.as_mut(),
+            &SystemClock,
+            &Memory::default(),
+            &mut batch,
+            &mut woken,
+            &mut live,
+            Room::default(),
+            &mut held,
+        )
+        .unwrap();
+        if let Some(h) = held.take() {
+            commit(h.txn, Durability::None).unwrap();
+        }
+        let read = db.begin_read().unwrap();
+        let requests = read.open_table(TABLES[T::Requests as usize]).unwrap();
+        assert!(live > (rows * size) as u64, "the rows are counted");
+        requests.get(b"retry".as_slice()).unwrap().is_some()
+    }
+
+    #[test]
+    fn a_row_kept_for_a_direct_commit_is_written_only_by_one() {
+        // Through the log: a failed append leaves redb untouched, no retry could read it.
+        assert!(!keeps_the_retry_row(true, 4, 100));
+        // Straight to redb: without a log, or when the batch is too large for a record.
+        assert!(keeps_the_retry_row(false, 4, 100));
+        assert!(keeps_the_retry_row(true, 9, 1 << 20));
     }
 
     #[test]
