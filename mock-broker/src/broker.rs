@@ -460,14 +460,7 @@ impl MockBrokerBuilder {
         let (engine, writer) = Engine::start_on(Arc::new(db), self.clock, self.storage_cap);
         engine.spawn_scheduler();
         let harness = self.harness.then(Harness::default);
-        let mut app = crate::http::router(engine.clone(), self.auth.clone());
-        if let Some(h) = &harness {
-            app = app.layer(axum::middleware::from_fn_with_state(
-                h.clone(),
-                crate::harness::layer,
-            ));
-        }
-        let app = app
+        let app = crate::http::router_with(engine.clone(), self.auth.clone(), harness.clone())
             // A body must arrive whole within the same bound as a head: a client that
             // trickles bytes cannot hold a connection and a buffer for ever.
             .layer(tower_http::timeout::RequestBodyDeadlineLayer::new(

@@ -46,8 +46,9 @@
 //! `--mode sdk` drives `queen-sdk` (without retries, so that every failure counts);
 //! `--mode raw` sends the same bodies from templates with a bare reqwest client with the
 //! SDK's pool settings, so `sdk / raw` is the SDK's own cost. Without `--url` the target
-//! is an embedded broker on a file in a temporary directory (durable, as users run it),
-//! and the report adds its group commit over the window. `--against-noop` drives the
+//! is an embedded broker on a file in a temporary directory (durable, and without the
+//! test harness, as the released binary runs; `--harness` adds it), and the report adds
+//! its group commit over the window. `--against-noop` drives the
 //! no-op server instead (in-process, or the one at `--url` started with `--serve-noop`):
 //! each operation is then the shape's write call alone (no pop), on a synthetic message,
 //! or with `--noop-pop` a pop answered with one canned message and then the write call
@@ -222,6 +223,11 @@ pub struct Args {
     /// Allow a target or listen address that is not on the loopback interface.
     #[arg(long)]
     pub allow_remote: bool,
+    /// Start the embedded broker with its test harness (fault injection and request
+    /// log, on by default for a broker started in a test), to measure what it costs.
+    /// Without it the embedded broker runs as the released binary does: without.
+    #[arg(long)]
+    pub harness: bool,
 }
 
 /// The default measured window, seconds.
@@ -386,11 +392,17 @@ impl Target {
                 let dir = tempfile::tempdir().context("a temporary directory for the broker")?;
                 let broker = MockBroker::builder()
                     .data_file(dir.path().join("queen.redb"))
+                    .harness(args.harness)
                     .start()
                     .await
                     .context("starting the embedded broker")?;
                 let url = broker.url();
-                Ok((Target::Embedded { broker, _dir: dir }, url, "embedded"))
+                let kind = if args.harness {
+                    "embedded+harness"
+                } else {
+                    "embedded"
+                };
+                Ok((Target::Embedded { broker, _dir: dir }, url, kind))
             }
         }
     }

@@ -6,7 +6,6 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::http::error::ApiError;
@@ -508,8 +507,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Carries out `kind` on the request.
-pub(crate) async fn apply(kind: FaultKind, req: Request, next: Next) -> Response {
+/// Carries out `kind` on the request; `next` runs the rest of the call.
+pub(crate) async fn apply<F, Fut>(kind: FaultKind, req: Request, next: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
     match kind {
         FaultKind::Unavailable(code) => ApiError {
             retry_after: Some(1),
@@ -533,11 +536,11 @@ pub(crate) async fn apply(kind: FaultKind, req: Request, next: Next) -> Response
         }
         FaultKind::Delay(d) => {
             tokio::time::sleep(d).await;
-            next.run(req).await
+            next(req).await
         }
         FaultKind::CommitThenUnavailable => {
             // The handler runs to completion: the write is committed before we lie.
-            let _ = next.run(req).await;
+            let _ = next(req).await;
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "retry",
@@ -546,7 +549,7 @@ pub(crate) async fn apply(kind: FaultKind, req: Request, next: Next) -> Response
             .into_response()
         }
         FaultKind::CommitThenDrop => {
-            let _ = next.run(req).await;
+            let _ = next(req).await;
             // A body that fails at once: the server aborts the connection mid-answer,
             // so the client gets no complete response.
             let broken = futures::stream::once(async {

@@ -3,6 +3,8 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
+use axum::http::Method;
+
 use super::faults::FaultKind;
 
 /// One received request.
@@ -54,21 +56,49 @@ pub struct LoggedRequest {
 /// ```
 #[derive(Debug, Default)]
 pub struct RequestLog {
-    entries: Mutex<VecDeque<LoggedRequest>>,
+    entries: Mutex<VecDeque<Entry>>,
+}
+
+/// A [`LoggedRequest`] as kept: every call of an in-process broker is logged, so an
+/// entry costs one allocation (its path), and the strings a reader sees are made when
+/// it reads.
+#[derive(Debug)]
+struct Entry {
+    method: Method,
+    path: Box<str>,
+    status: u16,
+    fault: Option<FaultKind>,
+}
+
+impl Entry {
+    fn to_logged(&self) -> LoggedRequest {
+        LoggedRequest {
+            method: self.method.as_str().to_string(),
+            path: self.path.to_string(),
+            status: self.status,
+            fault: self.fault,
+        }
+    }
 }
 
 impl RequestLog {
     /// Most entries kept; older ones are dropped first.
     pub const CAPACITY: usize = 10_000;
 
-    pub(crate) fn record(&self, method: &str, path: &str, status: u16, fault: Option<FaultKind>) {
+    pub(crate) fn record(
+        &self,
+        method: Method,
+        path: Box<str>,
+        status: u16,
+        fault: Option<FaultKind>,
+    ) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() >= Self::CAPACITY {
             entries.pop_front();
         }
-        entries.push_back(LoggedRequest {
-            method: method.to_string(),
-            path: path.to_string(),
+        entries.push_back(Entry {
+            method,
+            path,
             status,
             fault,
         });
@@ -91,7 +121,7 @@ impl RequestLog {
     /// ```
     pub fn entries(&self) -> Vec<LoggedRequest> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.iter().cloned().collect()
+        entries.iter().map(Entry::to_logged).collect()
     }
 
     /// The requests to paths starting with `prefix`.
@@ -111,9 +141,11 @@ impl RequestLog {
     /// # }
     /// ```
     pub fn matching(&self, prefix: &str) -> Vec<LoggedRequest> {
-        self.entries()
-            .into_iter()
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .iter()
             .filter(|e| e.path.starts_with(prefix))
+            .map(Entry::to_logged)
             .collect()
     }
 
@@ -147,7 +179,7 @@ mod tests {
     fn the_log_keeps_only_the_most_recent_entries() {
         let log = RequestLog::default();
         for i in 0..RequestLog::CAPACITY + 5 {
-            log.record("GET", &format!("/{i}"), 200, None);
+            log.record(Method::GET, format!("/{i}").into(), 200, None);
         }
         let kept = log.entries();
         assert_eq!(kept.len(), RequestLog::CAPACITY);

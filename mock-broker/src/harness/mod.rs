@@ -93,15 +93,28 @@ pub struct Harness {
 /// # }
 /// ```
 pub async fn layer(State(h): State<Harness>, req: Request, next: Next) -> Response {
-    let method = req.method().to_string();
-    let path = req.uri().path().to_string();
+    around(&h, req, |req| next.run(req)).await
+}
+
+/// What [`layer`] does, around `inner` (the rest of the call). The broker's own router
+/// calls it from its one per-request middleware rather than adding [`layer`]: each
+/// middleware layer of axum's costs a boxed future and a clone of the route per
+/// request (see `http::gate`).
+pub(crate) async fn around<F, Fut>(h: &Harness, req: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
+    // One copy of the path per call, for the log; the method is a cheap clone.
+    let method = req.method().clone();
+    let path: Box<str> = req.uri().path().into();
     // With a hook, `after` is called exactly once: with the status, or with 499 when
     // the call is dropped first (the client went away and the server cancelled it).
     let mut guard = h.hooks.current().map(|hook| AfterGuard {
         call: CallInfo {
             seq: h.hooks.next_seq(),
-            method: method.clone(),
-            path: path.clone(),
+            method: method.to_string(),
+            path: path.to_string(),
             user_agent: req
                 .headers()
                 .get(axum::http::header::USER_AGENT)
@@ -118,20 +131,20 @@ pub async fn layer(State(h): State<Harness>, req: Request, next: Next) -> Respon
     };
     let fault = match hooked {
         Some(kind) => {
-            h.faults.record_hit(&method, &path, kind);
+            h.faults.record_hit(method.as_str(), &path, kind);
             Some(kind)
         }
-        None => h.faults.take(&method, &path),
+        None => h.faults.take(method.as_str(), &path),
     };
     if let Some(g) = &mut guard {
         g.fault = fault;
     }
     let res = match fault {
-        Some(kind) => faults::apply(kind, req, next).await,
-        None => next.run(req).await,
+        Some(kind) => faults::apply(kind, req, inner).await,
+        None => inner(req).await,
     };
     let status = res.status().as_u16();
-    h.log.record(&method, &path, status, fault);
+    h.log.record(method, path, status, fault);
     if let Some(mut g) = guard {
         g.done = true;
         g.hook.after(&g.call, status, fault);

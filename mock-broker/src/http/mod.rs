@@ -37,6 +37,7 @@ pub use txn::parse_transaction;
 
 use crate::auth::{Auth, Identity, required_role};
 use crate::engine::Engine;
+use crate::harness::Harness;
 use error::ApiError;
 
 /// What every handler shares.
@@ -46,6 +47,9 @@ pub struct AppState {
     pub engine: Engine,
     /// Who may call; `None`: authentication is off.
     pub auth: Option<Arc<Auth>>,
+    /// The test harness around every call (faults, request log, hooks), for a broker
+    /// started in-process with one; `None` in the released binary.
+    pub harness: Option<Harness>,
 }
 
 /// A handler's view of one call: the engine, and who is calling.
@@ -79,15 +83,27 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-/// Every request's gate, one middleware for both checks (each layer of axum's costs a
-/// boxed future and a clone of the route per request):
+/// Every request's gate, one middleware for the harness and both checks (each layer
+/// of axum's costs a boxed future and a clone of the route per request: measured on
+/// `push-kv` at 64 connections, the harness as a layer of its own cost a median of 20%
+/// of the non-writer CPU per call, over four alternating runs):
 ///
+/// - with a harness, runs the call inside it ([`crate::harness::layer`]'s work), so
+///   its faults come before everything and its log sees every answer;
 /// - once the broker is stopping, answers 503 `retry` with `Retry-After` and closes the
 ///   connection, so clients go to another broker (or wait) instead of starting work
 ///   that the shutdown would cut; requests already past this point finish normally;
 /// - authenticates the call and checks its role for the route (401 without or with a
 ///   bad token, 403 for too low a role), then hands the identity to the handler.
-async fn gate(State(s): State<AppState>, mut req: Request, next: Next) -> Response {
+async fn gate(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    match &s.harness {
+        Some(h) => crate::harness::around(h, req, |req| admit(&s, req, next)).await,
+        None => admit(&s, req, next).await,
+    }
+}
+
+/// The gate's checks, then the call.
+async fn admit(s: &AppState, mut req: Request, next: Next) -> Response {
     if s.engine.is_closing() {
         return closing();
     }
@@ -183,9 +199,15 @@ fn closing() -> Response {
 
 /// The broker's routes, with authentication when `auth` is given.
 pub fn router(engine: Engine, auth: Option<Auth>) -> Router {
+    router_with(engine, auth, None)
+}
+
+/// [`router`], running every call inside `harness` when one is given.
+pub(crate) fn router_with(engine: Engine, auth: Option<Auth>, harness: Option<Harness>) -> Router {
     let state = AppState {
         engine,
         auth: auth.map(Arc::new),
+        harness,
     };
     Router::new()
         .route("/health", get(queues::health))
