@@ -189,12 +189,14 @@ impl ClientBuilder {
     }
 
     /// Builds the client. Nothing is sent yet. Fails with [`Error::Invalid`] without
-    /// a URL or with one that is not `http://` or `https://`.
+    /// a URL, or with one that is not an `http://` or `https://` URL or that carries a
+    /// query or a fragment (each call's path and query go after the base's path).
     ///
     /// ```
     /// use queen_sdk::{Client, Error};
     /// assert!(matches!(Client::builder().build(), Err(Error::Invalid { .. })));
     /// assert!(matches!(Client::builder().url("queen:6632").build(), Err(Error::Invalid { .. })));
+    /// assert!(matches!(Client::builder().url("http://queen:99999").build(), Err(Error::Invalid { .. })));
     /// let client = Client::builder().url("http://127.0.0.1:6632").build()?;
     /// # let _ = client;
     /// # Ok::<(), queen_sdk::Error>(())
