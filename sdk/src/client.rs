@@ -67,7 +67,8 @@ impl ClientBuilder {
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
     pub fn url(mut self, url: impl Into<String>) -> Self {
-        self.urls.push(url.into().trim_end_matches('/').to_string());
+        // `build` parses it; a trailing `/` is dropped there (`Base::prefix`).
+        self.urls.push(url.into());
         self
     }
 
@@ -626,10 +627,10 @@ impl Base {
     /// Parses a base URL given to the builder; only `http://` and `https://` are taken.
     fn parse(text: &str) -> Result<Base> {
         let refuse = |why: String| Error::invalid("client", format!("{text:?} {why}"));
-        if !(text.starts_with("http://") || text.starts_with("https://")) {
+        let url = Url::parse(text).map_err(|e| refuse(format!("is not a URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
             return Err(refuse("is not an http(s) URL".into()));
         }
-        let url = Url::parse(text).map_err(|e| refuse(format!("is not a URL: {e}")))?;
         if url.query().is_some() || url.fragment().is_some() {
             return Err(refuse(
                 "has a query or fragment; a base URL takes neither".into(),
