@@ -162,7 +162,7 @@ async fn the_seed_commit_decodes_into_typed_results() {
             deliver_at: Some("2026-10-02T09:14:03.512887Z".into()),
         }),
     ];
-    assert_eq!(c.results, expected);
+    assert_eq!(c.results(), expected);
     // The accessors pick each kind, in order.
     assert_eq!(c.pushes().count(), 1);
     assert_eq!(c.pushes().next().unwrap().queue, "receipts");
@@ -207,13 +207,9 @@ async fn odd_field_types_in_a_result_are_taken_as_absent() {
         ]
     );
     assert_eq!(kv[0].raw_value()["version"], "7");
-    let c = Committed {
-        results: c.results[..3].to_vec(),
-        ..c
-    };
     assert_eq!(
-        c.results,
-        vec![
+        c.results()[..3],
+        [
             StepResult::Ack(AckResult {
                 index: 0,
                 transaction_id: "order-7-paid".into(),
@@ -257,7 +253,7 @@ async fn a_position_result_is_kept_whole() {
         .await,
     );
     assert_eq!(
-        c.results[1],
+        c.results()[1],
         StepResult::Position(PositionResult {
             index: 1,
             op_index: 0,
@@ -293,7 +289,7 @@ async fn other_result_shapes_decode() {
         .await,
     );
     assert_eq!(
-        c.results[0],
+        c.results()[0],
         StepResult::Ack(AckResult {
             index: 0,
             transaction_id: "x".into(),
@@ -319,7 +315,79 @@ async fn other_result_shapes_decode() {
         (false, "absent", None)
     );
     assert_eq!(t.index, 5);
-    assert_eq!(c.results[6], StepResult::Other(future));
+    assert_eq!(c.results()[6], StepResult::Other(future));
+}
+
+/// `results` is checked when the answer arrives and decoded when first read: an answer
+/// whose `results` is not an array is refused at once, as a typed decode refused it; an
+/// absent or `null` one is no results.
+#[tokio::test]
+async fn results_that_are_not_an_array_are_refused_and_absent_ones_are_empty() {
+    for bad in [json!({ "0": { "type": "ack" } }), json!("ack"), json!(7)] {
+        let got = commit_json(
+            200,
+            json!({ "transactionId": "t", "success": true, "results": bad }),
+        )
+        .await;
+        assert!(matches!(got, Err(Error::Decode { .. })), "{bad}: {got:?}");
+    }
+    let absent =
+        committed(commit_json(200, json!({ "transactionId": "t", "success": true })).await);
+    assert!(absent.results().is_empty());
+    let null = committed(
+        commit_json(
+            200,
+            json!({ "transactionId": "t", "success": true, "results": null }),
+        )
+        .await,
+    );
+    assert!(null.results().is_empty());
+    assert_eq!(null.transaction_id, "t");
+}
+
+/// Decoded once: a second read hands back the same results, a clone compares equal
+/// (before and after its own decode), and the owned results are the same.
+#[tokio::test]
+async fn results_are_decoded_once_and_a_clone_compares_equal() {
+    let c = committed(commit_json(200, seed_commit()).await);
+    let copy = c.clone();
+    let first = c.results();
+    assert_eq!(first.len(), 5);
+    assert!(std::ptr::eq(first, c.results()), "decoded once, then kept");
+    assert_eq!(copy, c);
+    assert_eq!(format!("{copy:?}"), format!("{c:?}"));
+    assert_eq!(copy.into_results(), c.results());
+}
+
+/// A step with a KV part is a Queen 2 commit when any result is a KV one, even beside
+/// results of shapes the SDK does not know (read without decoding them).
+#[tokio::test]
+async fn a_kv_result_beside_odd_ones_is_a_queen_2_commit() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/v1/transaction"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "transactionId": "t", "success": true, "results": [
+                7, { "type": 5 }, { "index": 0, "type": "push", "transactionId": "r",
+                  "messageId": "m", "queueName": "receipts" },
+                { "index": 1, "type": "kv", "op": "put", "opIndex": 0, "applied": true,
+                  "key": "order-7", "version": 1 }
+            ]
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let c = client(&server)
+        .transaction()
+        .push("receipts", |p| p.payload(&1))
+        .kv(|k| k.put("orders", "order-7", &"paid").forever())
+        .commit()
+        .await
+        .expect("a Queen 2 commit")
+        .committed()
+        .expect("not gated");
+    assert_eq!(c.kv().map(|k| k.version).collect::<Vec<_>>(), [Some(1)]);
+    assert!(matches!(c.results()[0], StepResult::Other(_)));
 }
 
 // --- rollbacks ----------------------------------------------------------------------

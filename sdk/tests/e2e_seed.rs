@@ -75,7 +75,7 @@ async fn the_seed_step_commits_and_a_redelivery_rolls_back_as_duplicate() {
         .unwrap()
         .committed()
         .expect("committed");
-    assert_eq!(committed.results.len(), 5);
+    assert_eq!(committed.results().len(), 5);
     let receipt = committed.pushes().next().unwrap().clone();
     assert!(!receipt.duplicate);
     assert_eq!(committed.kv().count(), 2);

@@ -145,7 +145,7 @@ async fn a_503_then_200_is_retried_for_a_fenced_ack_and_commits_as_retried() {
     match outcome {
         Commit::Committed(c) => {
             assert!(c.retried, "the commit came after a retry");
-            assert_eq!(c.results.len(), 1);
+            assert_eq!(c.results().len(), 1);
         }
         other => panic!("expected a commit, got {other:?}"),
     }

@@ -199,7 +199,7 @@ async fn pop_one(client: &Client, n: &Names) -> anyhow::Result<Message<OrderPaid
 fn print_committed(c: &Committed, n: &Names, customer: &str) {
     println!("step committed (transaction {}):", c.transaction_id);
     let kv_ns = [&n.orders_ns, &n.paid_ns];
-    for r in &c.results {
+    for r in c.results() {
         match r {
             StepResult::Ack(a) => println!("  ack    {} as group {GROUP}", a.transaction_id),
             StepResult::Push(p) => println!(

@@ -802,12 +802,7 @@ impl TransactionBuilder {
         // its results then hold only the operations'. Say so instead of reporting a
         // commit of parts that were never applied, and refuse them from now on.
         if let (Some(capability), Commit::Committed(c)) = (v2_part, &commit)
-            && !c.results.iter().any(|r| {
-                matches!(
-                    r,
-                    StepResult::Kv(_) | StepResult::Timer(_) | StepResult::Position(_)
-                )
-            })
+            && !c.has_v2_result()
         {
             self.client.learn_lacks_v2_parts();
             return Err(Error::Unsupported {
@@ -833,7 +828,8 @@ impl TransactionBuilder {
 }
 
 /// A transaction answer's envelope, decoded from its bytes; the per-step results are
-/// borrowed as text and decoded by their `type` ([`StepResult::from_raw`]).
+/// only checked to be a JSON array here, and decoded when first read
+/// ([`Committed::results`]).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct CommitAnswer<'a> {
@@ -841,13 +837,24 @@ struct CommitAnswer<'a> {
     success: Option<bool>,
     reason: Option<String>,
     error: Option<String>,
-    #[serde(borrow)]
-    results: Option<Vec<&'a RawValue>>,
+    #[serde(borrow, default, deserialize_with = "raw_array")]
+    results: Option<&'a RawValue>,
     // A lost `required` gate (`kv_precondition`).
     failed_index: Option<u64>,
     kv_reason: Option<String>,
     version: Option<u64>,
     value: Option<Value>,
+}
+
+/// `results` as its text, refused (as a typed decode would) unless it is an array or
+/// `null`.
+fn raw_array<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    let raw = <&RawValue>::deserialize(d)?;
+    match raw.get().as_bytes().first() {
+        Some(b'[') => Ok(Some(raw)),
+        Some(b'n') => Ok(None),
+        _ => Err(serde::de::Error::custom("results is not an array")),
+    }
 }
 
 /// Decodes a transaction answer.
@@ -856,14 +863,19 @@ pub(crate) fn decode_commit(answer: &crate::client::Answer) -> Result<Commit> {
     let b: CommitAnswer<'_> = answer.decode_borrowed("transaction answer")?;
     let id = b.transaction_id.unwrap_or_default();
     match b.success {
-        Some(true) => Ok(Commit::Committed(Committed {
-            transaction_id: id,
-            results: b
-                .results
-                .map(|r| r.into_iter().map(StepResult::from_raw).collect())
-                .unwrap_or_default(),
-            retried,
-        })),
+        Some(true) => {
+            // The results' place in the body they were borrowed from.
+            let span = b.results.map_or(0..0, |r| {
+                let start = r.get().as_ptr() as usize - answer.body.as_ptr() as usize;
+                start..start + r.get().len()
+            });
+            Ok(Commit::Committed(Committed::from_answer(
+                id,
+                retried,
+                answer.body.clone(),
+                span,
+            )))
+        }
         Some(false) => {
             // Queen v0 rolls back with an `error` text and no `reason`: classify the text.
             let reason = match b.reason.as_deref() {
