@@ -18,7 +18,7 @@ impl Key {
 
     /// Appends a string component.
     pub fn str(mut self, s: &str) -> Self {
-        self.0.extend(Self::escaped(s));
+        escape_into(&mut self.0, s);
         self.0.extend_from_slice(&[0x00, 0x01]);
         self
     }
@@ -27,12 +27,7 @@ impl Key {
     /// string component that starts with `s`.
     pub fn escaped(s: &str) -> Vec<u8> {
         let mut out = Vec::with_capacity(s.len());
-        for &b in s.as_bytes() {
-            out.push(b);
-            if b == 0 {
-                out.push(0xFF);
-            }
-        }
+        escape_into(&mut out, s);
         out
     }
 
@@ -46,6 +41,19 @@ impl Key {
     pub fn into_bytes(self) -> Vec<u8> {
         self.0
     }
+}
+
+/// Appends `s` escaped to `out`. Names almost never hold a NUL: they are copied whole,
+/// not byte by byte into a buffer of their own (every key of every command is built
+/// here; that way cost 2-3% of the writer thread under ack-push, perf).
+fn escape_into(out: &mut Vec<u8>, s: &str) {
+    let mut rest = s.as_bytes();
+    while let Some(nul) = rest.iter().position(|&b| b == 0) {
+        out.extend_from_slice(&rest[..=nul]);
+        out.push(0xFF);
+        rest = &rest[nul + 1..];
+    }
+    out.extend_from_slice(rest);
 }
 
 /// Reads the components of an encoded key back, in order.
@@ -105,6 +113,19 @@ mod tests {
         // A shorter string is never a prefix-collision of a longer one.
         let p = Key::tenant("t").str("a").into_bytes();
         assert!(a.starts_with(&p) && !d.starts_with(&p));
+    }
+
+    #[test]
+    fn every_nul_is_escaped_wherever_it_is() {
+        for s in ["", "\0", "a\0", "\0a", "a\0\0b", "\0\0", "plain"] {
+            let want: Vec<u8> = s
+                .bytes()
+                .flat_map(|b| if b == 0 { vec![0, 0xFF] } else { vec![b] })
+                .collect();
+            assert_eq!(Key::escaped(s), want, "{s:?}");
+            let k = Key::tenant(s).into_bytes();
+            assert_eq!(KeyReader::new(&k).str().as_deref(), Some(s), "{s:?}");
+        }
     }
 
     #[test]
