@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The SDK's own cost, measured so that this host's noise does not decide it: for each
-# shape, ROUNDS alternating pairs of runs (sdk, then raw) against a fresh embedded
-# durable broker each, and the medians of each mode's throughput and process CPU per
-# operation, with their ratio. A single pair moves by up to 30% between runs here; the
-# median of alternating pairs is what a difference of a few percent can be read from.
+# shape, ROUNDS pairs of runs (sdk then raw, then raw then sdk, and so on) against a
+# fresh embedded durable broker each, and the medians of each mode's throughput and
+# process CPU per operation, with their ratio. A single pair moves by up to 30% between
+# runs here; the median of alternating pairs is what a difference of a few percent can
+# be read from.
 #
 #   bash examples/load/sdk-vs-raw.sh                    # about 2.5 minutes
 #   ROUNDS=9 SHAPES=seed-step bash examples/load/sdk-vs-raw.sh
@@ -31,8 +32,12 @@ echo "queen sdk vs raw, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores; $ROUNDS alt
 printf '%-10s %12s %12s %8s %14s %14s %10s\n' shape "sdk ops/s" "raw ops/s" sdk/raw "sdk cpu us/op" "raw cpu us/op" "sdk/raw cpu"
 for shape in $SHAPES; do
   out=$(mktemp)
-  for _ in $(seq "$ROUNDS"); do
-    for mode in sdk raw; do
+  for round in $(seq "$ROUNDS"); do
+    # Which mode goes first alternates from pair to pair: in runs back to back the
+    # first of a pair was faster more often than not, whichever it was (BENCHMARKS.md,
+    # tenth round).
+    order="sdk raw"; [ $((round % 2)) -eq 0 ] && order="raw sdk"
+    for mode in $order; do
       "$BIN" --json --shape "$shape" --mode "$mode" -c "$WORKERS" --duration "$DURATION" --warmup "$WARMUP" "${target[@]}" 2>/dev/null |
         jq -r --arg m "$mode" '"\($m) \(.throughput) \(.cpu_us_per_op // 0)"' >>"$out"
     done

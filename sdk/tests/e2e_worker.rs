@@ -133,6 +133,18 @@ impl Driver {
     }
 }
 
+/// How long the idle tests wait with nothing to do: 150 s of virtual time by default
+/// (past the retry policy's 30 s deadline, the 40 s request timeout and several 30 s
+/// long-polls; 3 s of real time), or `QUEEN_IDLE_SECS` seconds (7200: two hours of
+/// long-polls, about 2.5 minutes of real time).
+fn idle_for() -> Duration {
+    let secs = std::env::var("QUEEN_IDLE_SECS")
+        .ok()
+        .map(|s| s.parse().expect("QUEEN_IDLE_SECS is a number of seconds"))
+        .unwrap_or(150);
+    Duration::from_secs(secs)
+}
+
 /// A real pause for the broker's writer thread and the loopback sockets.
 async fn settle() {
     tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(5)))
@@ -161,12 +173,17 @@ async fn an_idle_stream_with_default_settings_outlives_every_default_timeout() {
             }
         }
     });
-    // 150 s of nothing: past the retry policy's 30 s deadline, the 40 s request
-    // timeout, and several 30 s long-polls.
-    driver.advance(Duration::from_secs(150)).await;
+    // Nothing to do for `idle_for()`: past every default timeout.
+    let idle = idle_for();
+    driver.advance(idle).await;
     assert!(!consumer.is_finished(), "the consumer is still waiting");
     let pops = broker.requests().matching("/api/v1/pop").len();
-    assert!(pops >= 4, "it long-polled again and again: {pops} pops");
+    // One long-poll of up to 30 s after another, none of them failed.
+    let polls = idle.as_secs() as usize / 30;
+    assert!(
+        pops >= polls - 1,
+        "it long-polled again and again: {pops} pops in {idle:?}"
+    );
 
     let pusher = Client::new(broker.url()).unwrap();
     push(&pusher, "idle", "Default", &[serde_json::json!({"n": 42})]).await;
@@ -178,7 +195,7 @@ async fn an_idle_stream_with_default_settings_outlives_every_default_timeout() {
     }
     assert!(consumer.is_finished(), "the late message arrived");
     assert_eq!(consumer.await.unwrap(), 42);
-    assert!(started.elapsed() >= Duration::from_secs(150));
+    assert!(started.elapsed() >= idle);
     assert_eq!(
         errors.load(Ordering::Relaxed),
         0,
@@ -198,8 +215,14 @@ async fn an_idle_worker_with_default_settings_keeps_running_and_gets_a_late_mess
         client.worker::<Job>("idle-worker"),
         recorder(&client, seen.clone()),
     );
-    driver.advance(Duration::from_secs(150)).await;
+    let idle = idle_for();
+    driver.advance(idle).await;
     assert!(!running.task.is_finished(), "the worker is still running");
+    let pops = broker.requests().matching("/api/v1/pop").len();
+    assert!(
+        pops >= idle.as_secs() as usize / 30 - 1,
+        "it long-polled again and again: {pops} pops in {idle:?}"
+    );
 
     push(
         &client,
