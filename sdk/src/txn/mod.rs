@@ -857,6 +857,14 @@ fn raw_array<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawVa
     }
 }
 
+/// Where `text` lies in `body`, if it is a slice of it.
+fn span_in(body: &[u8], text: &str) -> Option<std::ops::Range<usize>> {
+    let start = (text.as_ptr() as usize).wrapping_sub(body.as_ptr() as usize);
+    let span = start..start.checked_add(text.len())?;
+    let inner = body.get(span.clone())?;
+    std::ptr::eq(inner.as_ptr(), text.as_ptr()).then_some(span)
+}
+
 /// Decodes a transaction answer.
 pub(crate) fn decode_commit(answer: &crate::client::Answer) -> Result<Commit> {
     let retried = answer.maybe_applied_before;
@@ -864,16 +872,20 @@ pub(crate) fn decode_commit(answer: &crate::client::Answer) -> Result<Commit> {
     let id = b.transaction_id.unwrap_or_default();
     match b.success {
         Some(true) => {
-            // The results' place in the body they were borrowed from.
-            let span = b.results.map_or(0..0, |r| {
-                let start = r.get().as_ptr() as usize - answer.body.as_ptr() as usize;
-                start..start + r.get().len()
-            });
+            // The results' place in the body they were borrowed from (`decode_borrowed`
+            // reads the body in place); a copy of their text should they ever not be.
+            let (body, span) = match b.results.map(RawValue::get) {
+                None => (answer.body.clone(), 0..0),
+                Some(text) => match span_in(&answer.body, text) {
+                    Some(span) => (answer.body.clone(), span),
+                    None => (
+                        bytes::Bytes::copy_from_slice(text.as_bytes()),
+                        0..text.len(),
+                    ),
+                },
+            };
             Ok(Commit::Committed(Committed::from_answer(
-                id,
-                retried,
-                answer.body.clone(),
-                span,
+                id, retried, body, span,
             )))
         }
         Some(false) => {
@@ -902,5 +914,24 @@ pub(crate) fn decode_commit(answer: &crate::client::Answer) -> Result<Commit> {
             message: "a transaction answer without success".into(),
             body: answer.text(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::span_in;
+
+    #[test]
+    fn results_borrowed_from_the_body_are_found_where_they_lie_and_a_copy_is_not() {
+        let body = br#"{"results":[1,2]}"#;
+        let borrowed = std::str::from_utf8(&body[11..16]).unwrap();
+        assert_eq!(borrowed, "[1,2]");
+        assert_eq!(span_in(body, borrowed), Some(11..16));
+        let copy = String::from(borrowed);
+        assert_eq!(span_in(body, &copy), None);
+        // A slice running past the body's end is not in it.
+        let longer = br#"{"results":[1,2]} and more"#;
+        let past = std::str::from_utf8(&longer[11..22]).unwrap();
+        assert_eq!(span_in(&longer[..17], past), None);
     }
 }
