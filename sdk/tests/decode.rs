@@ -34,9 +34,8 @@ fn order_paid() -> Message<Value> {
     .expect("a pop message decodes")
 }
 
-/// Commits a fenced ack (safe to replay, so no answer turns into `OutcomeUnknown`)
-/// against a broker that answers `answer` once, without retries.
-async fn commit_answered(answer: ResponseTemplate) -> queen_sdk::Result<Commit> {
+/// A broker that answers one transaction call with `answer`.
+async fn answering_transactions(answer: ResponseTemplate) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/api/v1/transaction"))
@@ -44,6 +43,13 @@ async fn commit_answered(answer: ResponseTemplate) -> queen_sdk::Result<Commit> 
         .expect(1)
         .mount(&server)
         .await;
+    server
+}
+
+/// Commits a fenced ack (safe to replay, so no answer turns into `OutcomeUnknown`)
+/// against a broker that answers `answer` once, without retries.
+async fn commit_answered(answer: ResponseTemplate) -> queen_sdk::Result<Commit> {
+    let server = answering_transactions(answer).await;
     let msg = order_paid();
     client(&server).transaction().ack(&msg).commit().await
 }
@@ -363,20 +369,15 @@ async fn results_are_decoded_once_and_a_clone_compares_equal() {
 /// results of shapes the SDK does not know (read without decoding them).
 #[tokio::test]
 async fn a_kv_result_beside_odd_ones_is_a_queen_2_commit() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/api/v1/transaction"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "transactionId": "t", "success": true, "results": [
-                7, { "type": 5 }, { "index": 0, "type": "push", "transactionId": "r",
-                  "messageId": "m", "queueName": "receipts" },
-                { "index": 1, "type": "kv", "op": "put", "opIndex": 0, "applied": true,
-                  "key": "order-7", "version": 1 }
-            ]
-        })))
-        .expect(1)
-        .mount(&server)
-        .await;
+    let server = answering_transactions(ResponseTemplate::new(200).set_body_json(json!({
+        "transactionId": "t", "success": true, "results": [
+            7, { "type": 5 }, { "index": 0, "type": "push", "transactionId": "r",
+              "messageId": "m", "queueName": "receipts" },
+            { "index": 1, "type": "kv", "op": "put", "opIndex": 0, "applied": true,
+              "key": "order-7", "version": 1 }
+        ]
+    })))
+    .await;
     let c = client(&server)
         .transaction()
         .push("receipts", |p| p.payload(&1))

@@ -221,30 +221,34 @@ impl<'a, 't> Tx<'a, 't> {
         self.memory.with(f)
     }
 
-    /// The raw bytes at `key`, seeing this command's own writes.
-    pub fn get_raw(&self, t: T, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    /// `f` of the bytes at `key` where they lie (this command's overlay, else redb's
+    /// page), or `None` when there is no row.
+    fn read<R>(
+        &self,
+        t: T,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, StoreError> {
         if let Some(staged) = self.overlay[t as usize].get(key) {
-            return Ok(staged.clone());
+            return Ok(staged.as_deref().map(f));
         }
         Ok(self
             .tables
             .table(t as usize)?
             .get(key)?
-            .map(|v| v.value().to_vec()))
+            .map(|v| f(v.value())))
     }
 
-    /// The decoded record at `key`, decoded from where it lies (the overlay or redb's
-    /// page), not from a copy: a push reads three records and a KV put one, and each
-    /// copy was an allocation of the writer thread's.
+    /// The raw bytes at `key`, seeing this command's own writes.
+    pub fn get_raw(&self, t: T, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.read(t, key, <[u8]>::to_vec)
+    }
+
+    /// The decoded record at `key`, decoded from where it lies, not from a copy: a push
+    /// reads three records and a KV put one, and each copy was an allocation of the
+    /// writer thread's.
     pub fn get<V: DeserializeOwned>(&self, t: T, key: &[u8]) -> Result<Option<V>, StoreError> {
-        if let Some(staged) = self.overlay[t as usize].get(key) {
-            return staged.as_deref().map(decode).transpose();
-        }
-        self.tables
-            .table(t as usize)?
-            .get(key)?
-            .map(|v| decode(v.value()))
-            .transpose()
+        self.read(t, key, decode)?.transpose()
     }
 
     /// Stages a write of `value` at `key`.
