@@ -19,10 +19,111 @@ const NAMESPACE: Uuid = Uuid::from_bytes([
 /// assert_ne!(derive_id(&["ab", "c"]), derive_id(&["a", "bc"]));
 /// ```
 pub fn derive_id(parts: &[&str]) -> String {
+    name_based(parts).to_string()
+}
+
+/// The UUIDv5 of `parts`, each length-prefixed.
+fn name_based(parts: &[&str]) -> Uuid {
     let mut buf = Vec::with_capacity(parts.iter().map(|p| p.len() + 8).sum());
     for p in parts {
         buf.extend_from_slice(&(p.len() as u64).to_be_bytes());
         buf.extend_from_slice(p.as_bytes());
     }
-    Uuid::new_v5(&NAMESPACE, &buf).to_string()
+    Uuid::new_v5(&NAMESPACE, &buf)
+}
+
+/// Derives the id of a push in a step that acks messages: [`derive_id`] of `parts`, but
+/// ordered by time when the step acks a message whose broker id is a UUIDv7 (Queen
+/// names messages so): then the id is a UUIDv8 whose first 48 bits are the earliest
+/// such message's timestamp and whose other bits are the name-based hash's. The same
+/// step still derives the same id; and the ids of successive steps sort by the time of
+/// the messages they answer, as a broker-made UUIDv7 does.
+///
+/// Why: a broker finds duplicates through an index of `transactionId`s per partition (a
+/// B-tree in this project's broker and in Queen's PostgreSQL). Ids that sort by time
+/// are added at its edge; hashed ones anywhere in it, each touching a page of its own.
+/// Two of this project's durable engines growing side by side, 64 callers pushing into
+/// 64 partitions, took hashed ids at a median 0.90 of the rate of ordered ones over 28
+/// alternating rounds up to 576,000 ids each (slower in 24 of them; `cargo bench -p
+/// queen-mock-broker --bench dedup_ids`, 2026-12-03).
+pub(crate) fn derive_push_id(acked_ids: &[&str], parts: &[&str]) -> String {
+    let hashed = name_based(parts);
+    let earliest = acked_ids
+        .iter()
+        .filter_map(|id| Uuid::parse_str(id).ok())
+        .filter(|id| id.get_version_num() == 7)
+        .map(|id| {
+            let b = id.into_bytes();
+            [b[0], b[1], b[2], b[3], b[4], b[5]]
+        })
+        .min();
+    let Some(millis) = earliest else {
+        return hashed.to_string();
+    };
+    let mut b = hashed.into_bytes();
+    b[..6].copy_from_slice(&millis);
+    // Version 8 (custom, RFC 9562) in the high nibble of byte 6; the variant (10) stays
+    // as the name-based UUID set it.
+    b[6] = (b[6] & 0x0f) | 0x80;
+    Uuid::from_bytes(b).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EARLY: &str = "0199a7c2-5e1a-7000-8000-000000000007";
+    const LATE: &str = "0199a7c2-6000-7000-8000-000000000001";
+
+    #[test]
+    fn a_push_id_is_a_time_ordered_uuidv8_after_a_uuidv7_message() {
+        let id = derive_push_id(
+            &[EARLY],
+            &["push", "m\0billing\0completed", "out", "p", "0"],
+        );
+        let parsed = Uuid::parse_str(&id).expect("a UUID");
+        assert_eq!(parsed.get_version_num(), 8);
+        assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122);
+        assert_eq!(
+            &id[..13],
+            &EARLY[..13],
+            "the message's 48-bit timestamp leads"
+        );
+        // Stable, and different for other parts.
+        let again = derive_push_id(
+            &[EARLY],
+            &["push", "m\0billing\0completed", "out", "p", "0"],
+        );
+        assert_eq!(id, again);
+        let other = derive_push_id(
+            &[EARLY],
+            &["push", "m\0billing\0completed", "out", "p", "1"],
+        );
+        assert_ne!(id, other);
+        assert_eq!(&other[..13], &EARLY[..13]);
+    }
+
+    #[test]
+    fn push_ids_sort_by_the_time_of_the_messages_they_answer() {
+        let parts = ["push", "x", "out", "p", "0"];
+        let early = derive_push_id(&[EARLY], &parts);
+        let late = derive_push_id(&[LATE], &parts);
+        assert!(early < late, "{early} sorts before {late}");
+        // Of several acked messages, the earliest names the step.
+        assert_eq!(&derive_push_id(&[LATE, EARLY], &parts)[..13], &EARLY[..13]);
+    }
+
+    #[test]
+    fn without_a_uuidv7_message_a_push_id_is_the_name_based_uuid() {
+        let parts = ["push", "x", "out", "p", "0"];
+        for acked in [
+            &[][..],
+            &["order-7"][..],
+            &["6f1c0b8e-2d4a-4c3b-9a1e-5b7d2c9f0a11"][..],
+        ] {
+            let id = derive_push_id(acked, &parts);
+            assert_eq!(id, derive_id(&parts), "acked {acked:?}");
+            assert_eq!(Uuid::parse_str(&id).unwrap().get_version_num(), 5);
+        }
+    }
 }

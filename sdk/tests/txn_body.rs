@@ -396,7 +396,42 @@ async fn a_push_in_a_step_that_acks_gets_a_derived_id_stable_across_builds() {
     let first = push_id(&sent(|t| receipt_step(t, &msg)).await, 0);
     let second = push_id(&sent(|t| receipt_step(t, &msg)).await, 0);
     assert_eq!(first, second, "the same step derives the same id");
-    assert_eq!(uuid_version(&first), 5, "a derived (name-based) UUID");
+    // The message has a broker-made UUIDv7 id: the derived one starts with its time.
+    assert_eq!(uuid_version(&first), 8, "a derived, time-ordered UUID");
+    assert_eq!(
+        first[..13],
+        msg.id[..13],
+        "the acked message's timestamp leads"
+    );
+    // A later message's step sorts after it; another of the same time differs.
+    let later = message(
+        "0199a7c2-6000-7000-8000-000000000009",
+        "order-9-paid",
+        "42",
+        LEASE_A,
+        "billing",
+    );
+    let after = push_id(&sent(|t| receipt_step(t, &later)).await, 0);
+    assert!(first < after, "{first} sorts before {after}");
+    let sibling = push_id(&sent(|t| receipt_step(t, &order_shipped())).await, 0);
+    assert_ne!(first, sibling);
+}
+
+#[tokio::test]
+async fn a_push_acking_a_message_not_named_by_a_uuidv7_gets_a_name_based_id() {
+    // A broker that names messages otherwise (a UUIDv4, or any text): nothing to order
+    // by, so the id is the UUIDv5 of the step, stable as ever.
+    for id in ["6f1c0b8e-2d4a-4c3b-9a1e-5b7d2c9f0a11", "message-7"] {
+        let msg = message(id, "order-7-paid", "42", LEASE_A, "billing");
+        let first = push_id(&sent(|t| receipt_step(t, &msg)).await, 0);
+        let second = push_id(&sent(|t| receipt_step(t, &msg)).await, 0);
+        assert_eq!(first, second);
+        assert_eq!(
+            uuid_version(&first),
+            5,
+            "a derived (name-based) UUID for {id}"
+        );
+    }
 }
 
 #[tokio::test]

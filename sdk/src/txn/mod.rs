@@ -49,7 +49,7 @@ pub use ttl::Ttl;
 
 use crate::client::{Client, Replay};
 use crate::error::{Capability, Error, Result, RollbackReason};
-use crate::ids::derive_id;
+use crate::ids::{derive_id, derive_push_id};
 use crate::kv::{Kv, KvOp, KvWire};
 use crate::locks::LockGuard;
 use crate::message::{AckStatus, Message};
@@ -199,7 +199,10 @@ impl TransactionBuilder {
     /// Pushes one message to `queue`, configured by `f` (see [`Push`]). Without your own
     /// [`Push::transaction_id`], a push in a step that acks messages gets one derived from
     /// them, so a second run of the step names its push the same way and rolls back as
-    /// `duplicate`; a step that acks nothing gets a new UUIDv7.
+    /// `duplicate`; a step that acks nothing gets a new UUIDv7. A derived id is a UUIDv8
+    /// that starts with the acked message's timestamp when the broker names messages
+    /// with UUIDv7s (as Queen does), so derived ids sort by time as new ones do (a
+    /// broker's duplicate index takes them at its edge), else a name-based UUIDv5.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -538,6 +541,15 @@ impl TransactionBuilder {
             v
         };
         let acked: Vec<&str> = acked_owned.iter().map(String::as_str).collect();
+        // The broker's ids of the acked messages: a derived push id sorts by their time.
+        let acked_ids: Vec<&str> = self
+            .ops
+            .iter()
+            .filter_map(|o| match o {
+                Operation::Ack { message_id, .. } => Some(message_id.as_str()),
+                Operation::Push(_) => None,
+            })
+            .collect();
         self.check_ack_mix()?;
 
         let mut leases = BTreeSet::new();
@@ -585,7 +597,7 @@ impl TransactionBuilder {
                             parts.extend(acked.iter().copied());
                             let n = push_no.to_string();
                             parts.extend([p.queue.as_str(), partition, n.as_str()]);
-                            derive_id(&parts)
+                            derive_push_id(&acked_ids, &parts)
                         }
                         None => {
                             deterministic = false;
