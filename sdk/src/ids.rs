@@ -32,12 +32,29 @@ fn name_based(parts: &[&str]) -> Uuid {
     Uuid::new_v5(&NAMESPACE, &buf)
 }
 
+/// The 48-bit millisecond timestamp that leads a UUIDv7, in its byte order.
+pub(crate) type Timestamp = [u8; 6];
+
+/// The timestamp of the earliest UUIDv7 among `ids` (the broker's ids of the messages a
+/// step acks); `None` when none is a UUIDv7.
+pub(crate) fn earliest_v7<'a>(ids: impl IntoIterator<Item = &'a str>) -> Option<Timestamp> {
+    ids.into_iter()
+        .filter_map(|id| Uuid::parse_str(id).ok())
+        .filter(|id| id.get_version_num() == 7)
+        .map(|id| {
+            let b = id.into_bytes();
+            [b[0], b[1], b[2], b[3], b[4], b[5]]
+        })
+        .min()
+}
+
 /// Derives the id of a push in a step that acks messages: [`derive_id`] of `parts`, but
 /// ordered by time when the step acks a message whose broker id is a UUIDv7 (Queen
-/// names messages so): then the id is a UUIDv8 whose first 48 bits are the earliest
-/// such message's timestamp and whose other bits are the name-based hash's. The same
-/// step still derives the same id; and the ids of successive steps sort by the time of
-/// the messages they answer, as a broker-made UUIDv7 does.
+/// names messages so; `after` is the earliest such id's [`earliest_v7`]): then the id is
+/// a UUIDv8 whose first 48 bits are that timestamp and whose other bits are the
+/// name-based hash's. The same step still derives the same id; and the ids of
+/// successive steps sort by the time of the messages they answer, as a broker-made
+/// UUIDv7 does.
 ///
 /// Why: a broker finds duplicates through an index of `transactionId`s per partition (a
 /// B-tree in this project's broker and in Queen's PostgreSQL). Ids that sort by time
@@ -46,22 +63,13 @@ fn name_based(parts: &[&str]) -> Uuid {
 /// 64 partitions, took hashed ids at a median 0.90 of the rate of ordered ones over 28
 /// alternating rounds up to 576,000 ids each (slower in 24 of them; `cargo bench -p
 /// queen-mock-broker --bench dedup_ids`, 2026-12-03).
-pub(crate) fn derive_push_id(acked_ids: &[&str], parts: &[&str]) -> String {
+pub(crate) fn derive_push_id(after: Option<Timestamp>, parts: &[&str]) -> String {
     let hashed = name_based(parts);
-    let earliest = acked_ids
-        .iter()
-        .filter_map(|id| Uuid::parse_str(id).ok())
-        .filter(|id| id.get_version_num() == 7)
-        .map(|id| {
-            let b = id.into_bytes();
-            [b[0], b[1], b[2], b[3], b[4], b[5]]
-        })
-        .min();
-    let Some(millis) = earliest else {
+    let Some(at) = after else {
         return hashed.to_string();
     };
     let mut b = hashed.into_bytes();
-    b[..6].copy_from_slice(&millis);
+    b[..6].copy_from_slice(&at);
     // Version 8 (custom, RFC 9562) in the high nibble of byte 6; the variant (10) stays
     // as the name-based UUID set it.
     b[6] = (b[6] & 0x0f) | 0x80;
@@ -77,10 +85,8 @@ mod tests {
 
     #[test]
     fn a_push_id_is_a_time_ordered_uuidv8_after_a_uuidv7_message() {
-        let id = derive_push_id(
-            &[EARLY],
-            &["push", "m\0billing\0completed", "out", "p", "0"],
-        );
+        let at = earliest_v7([EARLY]);
+        let id = derive_push_id(at, &["push", "m\0billing\0completed", "out", "p", "0"]);
         let parsed = Uuid::parse_str(&id).expect("a UUID");
         assert_eq!(parsed.get_version_num(), 8);
         assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122);
@@ -90,15 +96,9 @@ mod tests {
             "the message's 48-bit timestamp leads"
         );
         // Stable, and different for other parts.
-        let again = derive_push_id(
-            &[EARLY],
-            &["push", "m\0billing\0completed", "out", "p", "0"],
-        );
+        let again = derive_push_id(at, &["push", "m\0billing\0completed", "out", "p", "0"]);
         assert_eq!(id, again);
-        let other = derive_push_id(
-            &[EARLY],
-            &["push", "m\0billing\0completed", "out", "p", "1"],
-        );
+        let other = derive_push_id(at, &["push", "m\0billing\0completed", "out", "p", "1"]);
         assert_ne!(id, other);
         assert_eq!(&other[..13], &EARLY[..13]);
     }
@@ -106,11 +106,11 @@ mod tests {
     #[test]
     fn push_ids_sort_by_the_time_of_the_messages_they_answer() {
         let parts = ["push", "x", "out", "p", "0"];
-        let early = derive_push_id(&[EARLY], &parts);
-        let late = derive_push_id(&[LATE], &parts);
+        let early = derive_push_id(earliest_v7([EARLY]), &parts);
+        let late = derive_push_id(earliest_v7([LATE]), &parts);
         assert!(early < late, "{early} sorts before {late}");
         // Of several acked messages, the earliest names the step.
-        assert_eq!(&derive_push_id(&[LATE, EARLY], &parts)[..13], &EARLY[..13]);
+        assert_eq!(earliest_v7([LATE, EARLY]), earliest_v7([EARLY]));
     }
 
     #[test]
@@ -121,7 +121,8 @@ mod tests {
             &["order-7"][..],
             &["6f1c0b8e-2d4a-4c3b-9a1e-5b7d2c9f0a11"][..],
         ] {
-            let id = derive_push_id(acked, &parts);
+            assert_eq!(earliest_v7(acked.iter().copied()), None, "acked {acked:?}");
+            let id = derive_push_id(earliest_v7(acked.iter().copied()), &parts);
             assert_eq!(id, derive_id(&parts), "acked {acked:?}");
             assert_eq!(Uuid::parse_str(&id).unwrap().get_version_num(), 5);
         }

@@ -49,7 +49,7 @@ pub use ttl::Ttl;
 
 use crate::client::{Client, Replay};
 use crate::error::{Capability, Error, Result, RollbackReason};
-use crate::ids::{derive_id, derive_push_id};
+use crate::ids::{derive_id, derive_push_id, earliest_v7};
 use crate::kv::{Kv, KvOp, KvWire};
 use crate::locks::LockGuard;
 use crate::message::{AckStatus, Message};
@@ -541,15 +541,11 @@ impl TransactionBuilder {
             v
         };
         let acked: Vec<&str> = acked_owned.iter().map(String::as_str).collect();
-        // The broker's ids of the acked messages: a derived push id sorts by their time.
-        let acked_ids: Vec<&str> = self
-            .ops
-            .iter()
-            .filter_map(|o| match o {
-                Operation::Ack { message_id, .. } => Some(message_id.as_str()),
-                Operation::Push(_) => None,
-            })
-            .collect();
+        // A derived push id sorts by the time of the earliest acked message.
+        let after = earliest_v7(self.ops.iter().filter_map(|o| match o {
+            Operation::Ack { message_id, .. } => Some(message_id.as_str()),
+            Operation::Push(_) => None,
+        }));
         self.check_ack_mix()?;
 
         let mut leases = BTreeSet::new();
@@ -597,7 +593,7 @@ impl TransactionBuilder {
                             parts.extend(acked.iter().copied());
                             let n = push_no.to_string();
                             parts.extend([p.queue.as_str(), partition, n.as_str()]);
-                            derive_push_id(&acked_ids, &parts)
+                            derive_push_id(after, &parts)
                         }
                         None => {
                             deterministic = false;
