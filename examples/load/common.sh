@@ -1,7 +1,7 @@
-# What the load scripts share; sourced by run-all.sh, partition-curve.sh and
-# stored-data.sh (not run on its own). It checks for jq, builds the `load` binary
-# (BIN), makes the folder of the run's reports (OUT; the caller removes it), and
-# defines the helpers below. The caller sets DURATION and WARMUP before calling `run`.
+# What the load scripts share; sourced by each of them (not run on its own). It checks
+# for jq, builds the `load` binary (BIN), makes the folder of the run's reports (OUT;
+# the caller removes it), and defines the helpers below. The caller sets DURATION and
+# WARMUP before calling `run`.
 
 command -v jq >/dev/null || { echo "$(basename "$0") needs jq (apt-get install jq)" >&2; exit 1; }
 cargo build --release --quiet -p queen-load --bin load
@@ -26,3 +26,14 @@ get() { jq -r "($2) // empty" "$OUT/$1.json"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
 # num A: A rounded, "-" when missing.
 num() { awk -v a="$1" 'BEGIN { if (a == "") print "-"; else printf "%.0f", a }'; }
+# median: the median of the numbers on standard input, one a line (empty when none).
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# summary FILE: "median (min to max)" of the numbers in FILE, "-" when it has none.
+summary() {
+  [ -s "$1" ] || { echo "-"; return; }
+  local m lo hi
+  m=$(median <"$1")
+  lo=$(sort -g "$1" | head -1)
+  hi=$(sort -g "$1" | tail -1)
+  awk -v m="$m" -v lo="$lo" -v hi="$hi" 'BEGIN { printf "%.2f (%.2f to %.2f)", m, lo, hi }'
+}

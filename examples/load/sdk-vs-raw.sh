@@ -21,12 +21,9 @@ WORKERS=${WORKERS:-64}
 SHAPES=${SHAPES:-"push ack-push seed-step"}
 NOOP=${NOOP:-}
 
-command -v jq >/dev/null || { echo "sdk-vs-raw.sh needs jq (apt-get install jq)" >&2; exit 1; }
-cargo build --release --quiet -p queen-load --bin load
-BIN=${CARGO_TARGET_DIR:-target}/release/load
+. examples/load/common.sh
+trap 'rm -rf "$OUT"' EXIT
 target=(); [ -n "$NOOP" ] && target=(--against-noop --noop-pop)
-
-median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "queen sdk vs raw, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores; $ROUNDS alternating pairs per shape, ${DURATION}s each after ${WARMUP}s warm-up, $WORKERS workers, target: ${NOOP:+no-op server with pop}${NOOP:-embedded durable broker}"
 printf '%-10s %12s %12s %8s %14s %14s %10s\n' shape "sdk ops/s" "raw ops/s" sdk/raw "sdk cpu us/op" "raw cpu us/op" "sdk/raw cpu"

@@ -34,7 +34,6 @@ PARTITIONS=$((WORKERS > 64 ? WORKERS : 64))
 trap 'rm -rf "$OUT"' EXIT
 
 
-median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # med KIND SHAPE JQ-EXPR: the median over the rounds of a figure of the KIND (empty or
 # loaded) runs of SHAPE.
 med() {

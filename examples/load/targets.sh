@@ -28,17 +28,6 @@ PARTITIONS=$((WORKERS > 64 ? WORKERS : 64))
 . examples/load/common.sh
 trap 'rm -rf "$OUT"' EXIT
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-# summary FILE: "median (min to max)" of the numbers in FILE, "-" when it has none.
-summary() {
-  [ -s "$1" ] || { echo "-"; return; }
-  local m lo hi
-  m=$(median <"$1")
-  lo=$(sort -g "$1" | head -1)
-  hi=$(sort -g "$1" | tail -1)
-  awk -v m="$m" -v lo="$lo" -v hi="$hi" 'BEGIN { printf "%.2f (%.2f to %.2f)", m, lo, hi }'
-}
-
 started=$(date +%s)
 echo "running $ROUNDS rounds per shape, each run ${DURATION}s after ${WARMUP}s warm-up:" >&2
 for shape in $SHAPES; do
