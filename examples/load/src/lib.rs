@@ -62,6 +62,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "count-allocs")]
+pub mod allocs;
 mod driver;
 mod fill;
 mod noop;
@@ -79,7 +81,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-pub use report::{GroupCommit, Latency, Report, Stored};
+pub use report::{Allocs, GroupCommit, Latency, Report, Stored};
 
 use driver::{Driver, Names, Outcome, Plan, Step};
 use report::{Latencies, Tally};
@@ -470,6 +472,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         group_commit: d.group_commit,
         peak_rss_mib: report::peak_rss_mib(),
         cpu_us_per_op: d.cpu_us_per_op,
+        allocs: d.allocs,
     })
 }
 
@@ -564,6 +567,7 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
     }
 
     let before = target.stats();
+    let allocs_before = alloc_snapshot();
     let cpu_before = report::process_cpu_secs();
     let deadline = Instant::now() + Duration::from_secs_f64(duration);
     let latencies = Arc::new(Mutex::new(Latencies::new()));
@@ -578,10 +582,18 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
     tokio::time::sleep_until(deadline).await;
     let after = target.stats();
     let cpu_after = report::process_cpu_secs();
+    let allocs_after = alloc_snapshot();
     let (tally, by_worker) = collect(workers).await?;
     add_reads(&mut read, &by_worker);
     let cpu_us_per_op = match (cpu_before, cpu_after) {
         (Some(b), Some(a)) if tally.ops > 0 => Some((a - b) * 1e6 / tally.ops as f64),
+        _ => None,
+    };
+    let allocs = match (allocs_before, allocs_after) {
+        (Some((n0, b0)), Some((n1, b1))) if tally.ops > 0 => Some(Allocs {
+            per_op: (n1 - n0) as f64 / tally.ops as f64,
+            bytes_per_op: (b1 - b0) as f64 / tally.ops as f64,
+        }),
         _ => None,
     };
     let group_commit = match (before, after) {
@@ -601,7 +613,16 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
         stored,
         group_commit,
         cpu_us_per_op,
+        allocs,
     })
+}
+
+/// The process's allocations and bytes so far, in a `count-allocs` build.
+fn alloc_snapshot() -> Option<(u64, u64)> {
+    #[cfg(feature = "count-allocs")]
+    return Some(allocs::snapshot());
+    #[cfg(not(feature = "count-allocs"))]
+    None
 }
 
 /// Adds each worker's reads to its group's (worker `w` is in group `w % groups`).
@@ -636,6 +657,8 @@ struct Drive {
     group_commit: Option<GroupCommit>,
     /// Process CPU per operation over the window.
     cpu_us_per_op: Option<f64>,
+    /// Allocations per operation over the window (`count-allocs` builds).
+    allocs: Option<Allocs>,
 }
 
 /// The input pre-filled so far.

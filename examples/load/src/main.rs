@@ -14,9 +14,20 @@ use queen_load::Args;
 
 /// The broker and the load generator share this process's two cores; glibc's malloc
 /// spent a quarter of them under contention (perf, ack-push at 64 workers).
-#[cfg(feature = "mimalloc")]
+#[cfg(all(feature = "mimalloc", not(feature = "count-allocs")))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// `count-allocs`: the same allocator, counted (see `queen_load::allocs`).
+#[cfg(all(feature = "mimalloc", feature = "count-allocs"))]
+#[global_allocator]
+static GLOBAL: queen_load::allocs::Counting<mimalloc::MiMalloc> =
+    queen_load::allocs::Counting(mimalloc::MiMalloc);
+
+#[cfg(all(not(feature = "mimalloc"), feature = "count-allocs"))]
+#[global_allocator]
+static GLOBAL: queen_load::allocs::Counting<std::alloc::System> =
+    queen_load::allocs::Counting(std::alloc::System);
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

@@ -302,6 +302,19 @@ pub struct Report {
     /// broker and the load generator, and it is steadier than throughput on a shared
     /// host: a change's effect shows here when the machine's noise hides it in ops/s.
     pub cpu_us_per_op: Option<f64>,
+    /// The process's allocations per successful operation over the window, in a
+    /// `count-allocs` build (`None` otherwise).
+    pub allocs: Option<Allocs>,
+}
+
+/// Allocations per operation over the measured window (the whole process: against the
+/// embedded broker, the broker's too; by `--url`, the client's alone).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Allocs {
+    /// Allocations and reallocations per operation.
+    pub per_op: f64,
+    /// Bytes they asked for, per operation.
+    pub bytes_per_op: f64,
 }
 
 /// The CPU time (user + system, every thread) this process has used, in seconds, from
@@ -432,6 +445,13 @@ impl Report {
             let _ = writeln!(
                 s,
                 "cpu:          {us:.0} µs of process CPU per operation (user + system, all threads)"
+            );
+        }
+        if let Some(a) = self.allocs {
+            let _ = writeln!(
+                s,
+                "allocs:       {:.1} allocations per operation, {:.0} bytes (whole process)",
+                a.per_op, a.bytes_per_op
             );
         }
         if let Some(mib) = self.peak_rss_mib {
