@@ -532,7 +532,7 @@ impl TransactionBuilder {
                         group,
                         status,
                         ..
-                    } => Some(format!("{message_id}\u{0}{group}\u{0}{}", status.wire().0)),
+                    } => Some(ack_name(message_id, group, status.wire().0)),
                     Operation::Push(_) => None,
                 })
                 .collect();
@@ -591,8 +591,9 @@ impl TransactionBuilder {
                         None if !acked.is_empty() => {
                             let mut parts = vec!["push"];
                             parts.extend(acked.iter().copied());
-                            let n = push_no.to_string();
-                            parts.extend([p.queue.as_str(), partition, n.as_str()]);
+                            let mut digits = itoa::Buffer::new();
+                            let n = digits.format(push_no);
+                            parts.extend([p.queue.as_str(), partition, n]);
                             derive_push_id(after, &parts)
                         }
                         None => {
@@ -833,6 +834,19 @@ impl TransactionBuilder {
             None
         }
     }
+}
+
+/// An acked message's part of the name its step's derived ids come from: its id, the
+/// group that acks it and the status, NUL-separated. Written by hand: `format!` cost a
+/// step about a thousand instructions more (callgrind, `ack-push`).
+fn ack_name(message_id: &str, group: &str, status: &str) -> String {
+    let mut s = String::with_capacity(message_id.len() + group.len() + status.len() + 2);
+    s.push_str(message_id);
+    s.push('\0');
+    s.push_str(group);
+    s.push('\0');
+    s.push_str(status);
+    s
 }
 
 /// A transaction answer's envelope, decoded from its bytes; the per-step results are
