@@ -9,7 +9,8 @@
 //! Queen 2 (a duplicate receipt is `RollbackReason::Duplicate`, a released lease is
 //! `RejectedAck`, any other refusal keeps its text as `Other`); a step with KV that v0
 //! committed without it is `Error::Unsupported { committed: true }`, and the next one is
-//! refused before it is sent; KV and timer routes, answered by v0's web page, are
+//! refused before it is sent (and, behind several URLs, a Queen 2 commit on one does
+//! not stop a v0 broker on another from being caught); KV and timer routes, answered by v0's web page, are
 //! `Error::Unsupported`; the empty pop is empty; a consumer's messages carry their queue
 //! and keep their lease on v0's lease-extend answer; `configure` never sends an empty
 //! options object and rides out v0's failure on a configure that sets nothing.
@@ -423,4 +424,59 @@ async fn a_named_groups_standalone_ack_names_its_group_for_the_whole_call() {
         .unwrap();
     assert!(out.success, "{out:?}");
     assert!(out.lease_released);
+}
+
+/// A Queen 2 broker's answer to a push + KV step (`POST /api/v1/transaction`).
+const COMMITTED_V2: &str = r#"{"success":true,"transactionId":"t-2","results":[{"index":0,"type":"push","success":true,"transactionId":"receipt-of-order-7","messageId":"m-1"},{"index":0,"type":"kv","op":"put","success":true,"version":1}]}"#;
+
+#[tokio::test]
+async fn behind_several_urls_a_v0_broker_is_caught_after_a_queen_2_commit() {
+    // The first URL is a Queen 2 broker that commits one step, then fails; the client
+    // moves on to the second, a v0 broker, which commits the next step without its KV.
+    let v2 = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/v1/transaction"))
+        .respond_with(json_answer(COMMITTED_V2))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&v2)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/v1/transaction"))
+        .respond_with(ResponseTemplate::new(503))
+        .with_priority(2)
+        .mount(&v2)
+        .await;
+    let v0 = MockServer::start().await;
+    on_txn(&v0, COMMITTED).await;
+    let client = Client::builder()
+        .urls([v2.uri(), v0.uri()])
+        .retry(
+            RetryPolicy::default()
+                .min_delay(Duration::from_millis(1))
+                .max_delay(Duration::from_millis(5)),
+        )
+        .build()
+        .unwrap();
+    let step = client
+        .transaction()
+        .push("receipts", |p| {
+            p.transaction_id("receipt-of-order-7")
+                .payload(&json!({"orderId": "order-7"}))
+        })
+        .kv(|k| {
+            k.put("orders", "order-7", &json!({"status": "paid"}))
+                .forever()
+        });
+    assert!(step.clone().commit().await.unwrap().is_committed());
+    // The Queen 2 commit is not taken as proof about every URL: v0's answer is read.
+    match step.commit().await {
+        Err(Error::Unsupported {
+            capability: Capability::Kv,
+            committed: true,
+        }) => {}
+        other => panic!("expected Unsupported kv (committed by v0), got {other:?}"),
+    }
+    let v0_calls = transaction_calls(&v0.received_requests().await.unwrap());
+    assert_eq!(v0_calls, 1, "the second step went to the v0 broker");
 }

@@ -811,13 +811,16 @@ impl TransactionBuilder {
         // its results then hold only the operations'. Say so instead of reporting a
         // commit of parts that were never applied, and refuse them from now on.
         if let (Some(capability), Commit::Committed(c)) = (v2_part, &commit)
-            && !c.has_v2_result()
+            && !self.client.has_v2_parts()
         {
-            self.client.learn_lacks_v2_parts();
-            return Err(Error::Unsupported {
-                capability,
-                committed: true,
-            });
+            if !c.has_v2_result() {
+                self.client.learn_lacks_v2_parts();
+                return Err(Error::Unsupported {
+                    capability,
+                    committed: true,
+                });
+            }
+            self.client.learn_has_v2_parts();
         }
         Ok(commit)
     }
