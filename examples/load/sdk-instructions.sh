@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The SDK's own cost as instructions, which this host's noise does not move: each
+# shape's steps are run through the SDK and through the hand-written client of
+# `--mode raw`, under callgrind, against a standalone durable broker (so only the
+# client's work is counted), and each mode's instructions per step are read from the
+# worker loop's inclusive cost (the client's start and the pre-fill left out).
+#
+#   bash examples/load/sdk-instructions.sh                  # about 8 minutes
+#   SHAPES=ack-push bash examples/load/sdk-instructions.sh
+#   LOAD=/tmp/load-A bash examples/load/sdk-instructions.sh  # another build's `load`
+#
+# Throughput pairs (`sdk-vs-raw.sh`) move by up to 30% from run to run here; these
+# counts move by well under 1%. What they leave out: time that is not instructions
+# (cache misses, the allocator's page faults, wake-ups), and the CPU's SHA extensions,
+# which valgrind hides (derived ids are then hashed by the portable code, so an SDK step
+# that derives ids counts a few thousand instructions more than it runs natively).
+#
+# Needs valgrind (callgrind_annotate) and jq.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+SHAPES=${SHAPES:-"push-kv ack-push seed-step"}
+WORKERS=${WORKERS:-4}
+DURATION=${DURATION:-8}
+PREFILL=${PREFILL:-6000}
+
+command -v valgrind >/dev/null || { echo "$(basename "$0") needs valgrind" >&2; exit 1; }
+DURATION_SAVED=$DURATION
+. examples/load/common.sh
+DURATION=$DURATION_SAVED
+BIN=${LOAD:-$BIN}
+cargo build --release --quiet -p queen-mock-broker
+BROKER=${CARGO_TARGET_DIR:-target}/release/queen-mock-broker
+DATA=$(mktemp -d)
+PORT=${PORT:-6759}
+"$BROKER" --listen "127.0.0.1:$PORT" --data "$DATA/queen.redb" >"$DATA/broker.log" 2>&1 &
+BROKER_PID=$!
+trap 'kill $BROKER_PID 2>/dev/null; wait $BROKER_PID 2>/dev/null; rm -rf "$OUT" "$DATA"' EXIT
+for _ in $(seq 50); do
+  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+
+# instructions MODE SHAPE: the client's instructions per step of one run.
+instructions() {
+  local mode=$1 shape=$2 base="$OUT/$1-$2"
+  valgrind --tool=callgrind --callgrind-out-file="$base.out" "$BIN" --json \
+    --url "http://127.0.0.1:$PORT" --shape "$shape" --mode "$mode" -c "$WORKERS" \
+    --duration "$DURATION" --warmup 0 --prefill "$PREFILL" >"$base.json" 2>"$base.err"
+  local ops worker
+  ops=$(jq -r '.ops' "$base.json")
+  worker=$(callgrind_annotate --inclusive=yes "$base.out" 2>/dev/null |
+    grep -m1 'queen_load::worker::{{closure}} \[' | awk '{ gsub(",", "", $1); print $1 }')
+  awk -v w="$worker" -v n="$ops" 'BEGIN { if (w == "" || n + 0 == 0) print ""; else printf "%.0f", w / n }'
+}
+
+echo "queen sdk vs raw in instructions, $(date -u +%Y-%m-%dT%H:%MZ); callgrind, $WORKERS workers, ${DURATION}s, a standalone broker by URL"
+printf '%-10s %14s %14s %8s\n' shape "raw instr/op" "sdk instr/op" sdk/raw
+for shape in $SHAPES; do
+  raw=$(instructions raw "$shape")
+  sdk=$(instructions sdk "$shape")
+  printf '%-10s %14s %14s %8s\n' "$shape" "$(num "$raw")" "$(num "$sdk")" "$(ratio "$sdk" "$raw")"
+done
