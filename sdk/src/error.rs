@@ -250,7 +250,8 @@ pub enum Error {
     /// When `committed` is true the broker committed the rest of the transaction (its
     /// acks and pushes) and ignored this part: this is how a first transaction with KV,
     /// timers or positions sent to such a broker ends; the client then refuses the next
-    /// ones before sending them.
+    /// ones before sending them. (A client with one URL whose broker has committed such
+    /// a part once knows it for a Queen 2 broker and stops checking its answers.)
     #[error("the broker has no {capability} support{}", if *committed { " (it committed the transaction's acks and pushes and ignored that part)" } else { "; nothing was applied" })]
     Unsupported {
         /// The missing feature.
