@@ -8,9 +8,11 @@
 #   bash examples/load/sdk-instructions.sh                  # about 8 minutes
 #   SHAPES=ack-push bash examples/load/sdk-instructions.sh
 #   LOAD=/tmp/load-A bash examples/load/sdk-instructions.sh  # another build's `load`
+#   ROUNDS=3 bash examples/load/sdk-instructions.sh       # medians of 3 runs of each
 #
 # Throughput pairs (`sdk-vs-raw.sh`) move by up to 30% from run to run here; these
-# counts move by well under 1%. What they leave out: time that is not instructions
+# counts move by 1 to 2% (how often each future is polled still depends on timing), so
+# read a difference of a few percent from ROUNDS=3 or more. What they leave out: time that is not instructions
 # (cache misses, the allocator's page faults, wake-ups), and the CPU's SHA extensions,
 # which valgrind hides (derived ids are then hashed by the portable code, so an SDK step
 # that derives ids counts a few thousand instructions more than it runs natively).
@@ -23,6 +25,7 @@ SHAPES=${SHAPES:-"push-kv ack-push seed-step"}
 WORKERS=${WORKERS:-4}
 DURATION=${DURATION:-8}
 PREFILL=${PREFILL:-6000}
+ROUNDS=${ROUNDS:-1}
 
 command -v valgrind >/dev/null || { echo "$(basename "$0") needs valgrind" >&2; exit 1; }
 DURATION_SAVED=$DURATION
@@ -54,10 +57,19 @@ instructions() {
   awk -v w="$worker" -v n="$ops" 'BEGIN { if (w == "" || n + 0 == 0) print ""; else printf "%.0f", w / n }'
 }
 
-echo "queen sdk vs raw in instructions, $(date -u +%Y-%m-%dT%H:%MZ); callgrind, $WORKERS workers, ${DURATION}s, a standalone broker by URL"
+echo "queen sdk vs raw in instructions, $(date -u +%Y-%m-%dT%H:%MZ); callgrind, $WORKERS workers, ${DURATION}s, a standalone broker by URL; medians of $ROUNDS run(s) of each"
 printf '%-10s %14s %14s %8s\n' shape "raw instr/op" "sdk instr/op" sdk/raw
 for shape in $SHAPES; do
-  raw=$(instructions raw "$shape")
-  sdk=$(instructions sdk "$shape")
+  : >"$OUT/raw-$shape.txt"
+  : >"$OUT/sdk-$shape.txt"
+  for round in $(seq "$ROUNDS"); do
+    order="raw sdk"; [ $((round % 2)) -eq 0 ] && order="sdk raw"
+    for mode in $order; do
+      n=$(instructions "$mode" "$shape")
+      if [ -n "$n" ]; then echo "$n" >>"$OUT/$mode-$shape.txt"; else echo "FAILED: $mode $shape (see $OUT)" >&2; fi
+    done
+  done
+  raw=$(median <"$OUT/raw-$shape.txt")
+  sdk=$(median <"$OUT/sdk-$shape.txt")
   printf '%-10s %14s %14s %8s\n' "$shape" "$(num "$raw")" "$(num "$sdk")" "$(ratio "$sdk" "$raw")"
 done

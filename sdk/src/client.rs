@@ -214,8 +214,12 @@ impl ClientBuilder {
             .iter()
             .map(|u| Base::parse(u))
             .collect::<Result<Vec<_>>>()?;
+        // A first attempt is bounded by the retry policy's deadline when that comes
+        // first (it does by default: 30 s against 40 s), so the client's own timeout is
+        // the smaller of the two and a first attempt needs no timeout of its own.
+        let attempt_timeout = self.request_timeout.min(self.retry.overall_deadline());
         let http = reqwest::Client::builder()
-            .timeout(self.request_timeout)
+            .timeout(attempt_timeout)
             .connect_timeout(self.connect_timeout)
             .user_agent(self.user_agent)
             .build()?;
@@ -226,7 +230,7 @@ impl ClientBuilder {
                 current: AtomicUsize::new(0),
                 auth: self.auth,
                 retry: self.retry,
-                request_timeout: self.request_timeout,
+                attempt_timeout,
                 lacks_v2_parts: AtomicBool::new(false),
                 has_v2_parts: AtomicBool::new(false),
             }),
@@ -263,8 +267,10 @@ pub(crate) struct Inner {
     current: AtomicUsize,
     auth: Auth,
     pub(crate) retry: RetryPolicy,
-    /// reqwest's bound on one attempt, unless the call gives its own.
-    request_timeout: Duration,
+    /// reqwest's bound on one attempt, set on its client, unless the call or the
+    /// deadline gives the attempt its own: the request timeout, or the retry policy's
+    /// overall deadline when that is shorter.
+    attempt_timeout: Duration,
     /// The broker has shown it is a Queen v0 (PostgreSQL) broker: a route of KV,
     /// timers or locks answered with its web console, or a committed transaction came
     /// back without the results of the parts v0 ignores. Learned from answers, never
@@ -278,6 +284,10 @@ pub(crate) struct Inner {
     /// took about 0.8 µs of a KV step (perf, `push-kv`).
     has_v2_parts: AtomicBool,
 }
+
+/// How far apart two timeouts may be and still end an attempt at the same tick of
+/// tokio's timer (its resolution is a millisecond).
+const TIMER_RESOLUTION: Duration = Duration::from_millis(1);
 
 /// Whether a failed call may be sent again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -472,11 +482,18 @@ impl Client {
             // comes before the attempt's own timeout, it becomes that timeout (one
             // timer per request, not a second one around reqwest's).
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let cut_by_deadline = remaining < opts.timeout.unwrap_or(self.inner.request_timeout);
-            let timeout = if cut_by_deadline {
-                Some(remaining)
-            } else {
+            let limit = opts.timeout.unwrap_or(self.inner.attempt_timeout);
+            let cut_by_deadline = remaining < limit;
+            let timeout = if !cut_by_deadline {
                 opts.timeout
+            } else if opts.timeout.is_none() && limit - remaining <= TIMER_RESOLUTION {
+                // A first attempt under a deadline no longer than the request timeout:
+                // the client's own timeout ends it within a tick of the deadline. A
+                // timeout of its own would cost reqwest a map of extensions on every
+                // request (three allocations and about a thousand instructions).
+                None
+            } else {
+                Some(remaining)
             };
             let out = self
                 .once(method.clone(), path, query, body, timeout)
