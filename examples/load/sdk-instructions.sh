@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The SDK's own cost as instructions, which this host's noise does not move: each
-# shape's steps are run through the SDK and through the hand-written client of
-# `--mode raw`, under callgrind, against a standalone durable broker (so only the
+# shape's steps are run through the SDK, through the hand-written client of `--mode
+# raw` (reqwest, as the SDK uses) and through `--mode hyper` (the same bodies over
+# hyper-util's client, without reqwest), under callgrind, against a standalone durable broker (so only the
 # client's work is counted), and each mode's instructions per step are read from the
 # worker loop's inclusive cost (the client's start and the pre-fill left out).
 #
@@ -58,18 +59,18 @@ instructions() {
 }
 
 echo "queen sdk vs raw in instructions, $(date -u +%Y-%m-%dT%H:%MZ); callgrind, $WORKERS workers, ${DURATION}s, a standalone broker by URL; medians of $ROUNDS run(s) of each"
-printf '%-10s %14s %14s %8s\n' shape "raw instr/op" "sdk instr/op" sdk/raw
+printf '%-10s %14s %14s %14s %8s %10s\n' shape "sdk instr/op" "raw instr/op" "hyper instr/op" sdk/raw raw/hyper
 for shape in $SHAPES; do
-  : >"$OUT/raw-$shape.txt"
-  : >"$OUT/sdk-$shape.txt"
+  for mode in sdk raw hyper; do : >"$OUT/$mode-$shape.txt"; done
   for round in $(seq "$ROUNDS"); do
-    order="raw sdk"; [ $((round % 2)) -eq 0 ] && order="sdk raw"
+    order="raw sdk hyper"; [ $((round % 2)) -eq 0 ] && order="hyper sdk raw"
     for mode in $order; do
       n=$(instructions "$mode" "$shape")
       if [ -n "$n" ]; then echo "$n" >>"$OUT/$mode-$shape.txt"; else echo "FAILED: $mode $shape (see $OUT)" >&2; fi
     done
   done
-  raw=$(median <"$OUT/raw-$shape.txt")
   sdk=$(median <"$OUT/sdk-$shape.txt")
-  printf '%-10s %14s %14s %8s\n' "$shape" "$(num "$raw")" "$(num "$sdk")" "$(ratio "$sdk" "$raw")"
+  raw=$(median <"$OUT/raw-$shape.txt")
+  hyper=$(median <"$OUT/hyper-$shape.txt")
+  printf '%-10s %14s %14s %14s %8s %10s\n' "$shape" "$(num "$sdk")" "$(num "$raw")" "$(num "$hyper")" "$(ratio "$sdk" "$raw")" "$(ratio "$raw" "$hyper")"
 done

@@ -11,16 +11,20 @@ use anyhow::Context as _;
 use axum::body::Bytes;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use queen_sdk::{
     AckStatus, Client, Commit, Message, PushItem, QUEUE_MODE, RetryPolicy, SubscriptionMode,
     TransactionBuilder, Ttl,
 };
-use reqwest::StatusCode;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, USER_AGENT};
+use reqwest::{Method, StatusCode};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::Shape;
+use super::{Mode, Shape};
 
 /// The SDK's HTTP settings (`ClientBuilder`'s defaults), which the raw client copies so
 /// that both modes use the same HTTP/1.1 connection pool.
@@ -173,9 +177,17 @@ impl Step {
 
 /// A bare reqwest client with the SDK's pool settings.
 pub(crate) struct Raw {
-    http: reqwest::Client,
+    http: Http,
     base: String,
     auth: Option<HeaderValue>,
+}
+
+/// What the raw driver sends its requests with.
+enum Http {
+    /// reqwest, as the SDK uses it (`--mode raw`).
+    Reqwest(reqwest::Client),
+    /// hyper-util's HTTP/1 client, without reqwest's layers (`--mode hyper`).
+    Hyper(HyperClient<HttpConnector, Full<Bytes>>),
 }
 
 /// The SDK, or bare HTTP.
@@ -239,28 +251,36 @@ fn js(s: &str) -> String {
 }
 
 impl Driver {
-    /// A driver for `url`: the SDK (no retries, so that every failure is counted) or
-    /// bare reqwest with the same pool settings.
-    pub fn new(raw: bool, url: &str, token: Option<&str>) -> anyhow::Result<Driver> {
-        if raw {
-            let http = reqwest::Client::builder()
-                .timeout(REQUEST_TIMEOUT)
-                .connect_timeout(CONNECT_TIMEOUT)
-                .user_agent("queen-load-raw")
-                .build()
-                .context("building the HTTP client")?;
-            let auth = token
-                .map(|t| HeaderValue::from_str(&format!("Bearer {t}")))
-                .transpose()
-                .context("the token is not a valid header value")?;
-            Ok(Driver::Raw(Raw {
-                http,
-                base: url.trim_end_matches('/').to_string(),
-                auth,
-            }))
-        } else {
-            Ok(Driver::Sdk(sdk_client(url, token, RetryPolicy::none())?))
-        }
+    /// A driver for `url`: the SDK (no retries, so that every failure is counted), bare
+    /// reqwest with the same pool settings, or hyper-util's client.
+    pub fn new(mode: Mode, url: &str, token: Option<&str>) -> anyhow::Result<Driver> {
+        let http = match mode {
+            Mode::Sdk => return Ok(Driver::Sdk(sdk_client(url, token, RetryPolicy::none())?)),
+            Mode::Raw => Http::Reqwest(
+                reqwest::Client::builder()
+                    .timeout(REQUEST_TIMEOUT)
+                    .connect_timeout(CONNECT_TIMEOUT)
+                    .user_agent("queen-load-raw")
+                    .build()
+                    .context("building the HTTP client")?,
+            ),
+            Mode::Hyper => {
+                // reqwest's defaults, so that only reqwest's own work differs.
+                let mut connector = HttpConnector::new();
+                connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+                connector.set_nodelay(true);
+                Http::Hyper(HyperClient::builder(TokioExecutor::new()).build(connector))
+            }
+        };
+        let auth = token
+            .map(|t| HeaderValue::from_str(&format!("Bearer {t}")))
+            .transpose()
+            .context("the token is not a valid header value")?;
+        Ok(Driver::Raw(Raw {
+            http,
+            base: url.trim_end_matches('/').to_string(),
+            auth,
+        }))
     }
 
     /// Runs one operation of `plan.shape` for worker `worker`, its `seq`-th.
@@ -513,20 +533,51 @@ fn ack_verdicts(successes: impl Iterator<Item = bool>, got: usize, sent: usize) 
 type Exchange = Result<(StatusCode, Bytes), Outcome>;
 
 impl Raw {
-    async fn send(&self, req: reqwest::RequestBuilder) -> Exchange {
-        let req = match &self.auth {
-            Some(a) => req.header(AUTHORIZATION, a.clone()),
-            None => req,
+    /// One exchange: `method` on `url`, with a JSON `body` if any.
+    async fn send(&self, method: Method, url: String, body: Option<String>) -> Exchange {
+        let transport = |e: String| Outcome::Error("transport".into(), e);
+        let (status, body) = match &self.http {
+            Http::Reqwest(c) => {
+                let mut req = c.request(method, url);
+                if let Some(b) = body {
+                    req = req
+                        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                        .body(b);
+                }
+                if let Some(a) = &self.auth {
+                    req = req.header(AUTHORIZATION, a.clone());
+                }
+                let res = req.send().await.map_err(|e| transport(e.to_string()))?;
+                let status = res.status();
+                let body = res.bytes().await.map_err(|e| transport(e.to_string()))?;
+                (status, body)
+            }
+            Http::Hyper(c) => {
+                let mut req = hyper::Request::builder()
+                    .method(method)
+                    .uri(url)
+                    .header(USER_AGENT, HeaderValue::from_static("queen-load-hyper"));
+                if body.is_some() {
+                    req = req.header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                }
+                if let Some(a) = &self.auth {
+                    req = req.header(AUTHORIZATION, a.clone());
+                }
+                let req = req
+                    .body(Full::new(Bytes::from(body.unwrap_or_default())))
+                    .map_err(|e| transport(e.to_string()))?;
+                let exchange = async {
+                    let res = c.request(req).await.map_err(|e| e.to_string())?;
+                    let status = res.status();
+                    let body = res.into_body().collect().await.map_err(|e| e.to_string())?;
+                    Ok::<_, String>((status, body.to_bytes()))
+                };
+                tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+                    .await
+                    .map_err(|_| transport("timed out".into()))?
+                    .map_err(transport)?
+            }
         };
-        let res = req
-            .send()
-            .await
-            .map_err(|e| Outcome::Error("transport".into(), e.to_string()))?;
-        let status = res.status();
-        let body = res
-            .bytes()
-            .await
-            .map_err(|e| Outcome::Error("transport".into(), e.to_string()))?;
         if !status.is_success() {
             return Err(Outcome::Error(
                 format!("http {}", status.as_u16()),
@@ -537,12 +588,8 @@ impl Raw {
     }
 
     async fn post(&self, path: &str, body: String) -> Exchange {
-        let req = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .body(body);
-        self.send(req).await
+        self.send(Method::POST, format!("{}{path}", self.base), Some(body))
+            .await
     }
 
     /// One long-polled pop of one message (`ack-push`, `seed-step`).
@@ -557,7 +604,7 @@ impl Raw {
     /// A wildcard pop of `queue` with `query`: the messages delivered (none when empty).
     async fn pop_with(&self, queue: &str, query: &str) -> Result<Vec<Popped>, Outcome> {
         let url = format!("{}/api/v1/pop/queue/{queue}?{query}", self.base);
-        let (status, body) = self.send(self.http.get(url)).await?;
+        let (status, body) = self.send(Method::GET, url, None).await?;
         if status == StatusCode::NO_CONTENT || body.is_empty() {
             return Ok(Vec::new());
         }

@@ -45,7 +45,8 @@
 //!
 //! `--mode sdk` drives `queen-sdk` (without retries, so that every failure counts);
 //! `--mode raw` sends the same bodies from templates with a bare reqwest client with the
-//! SDK's pool settings, so `sdk / raw` is the SDK's own cost. Without `--url` the target
+//! SDK's pool settings, so `sdk / raw` is the SDK's own cost; `--mode hyper` sends them
+//! over hyper-util's client directly, so `raw / hyper` is reqwest's own cost. Without `--url` the target
 //! is an embedded broker on a file in a temporary directory (durable, and without the
 //! test harness, as the released binary runs; `--harness` adds it), and the report adds
 //! its group commit over the window. `--against-noop` drives the
@@ -140,6 +141,9 @@ pub enum Mode {
     Sdk,
     /// Prebuilt JSON bodies over a bare reqwest client.
     Raw,
+    /// The same bodies over hyper-util's HTTP/1 client, without reqwest: `raw / hyper`
+    /// is what reqwest itself costs a request.
+    Hyper,
 }
 
 /// The command line of `load`.
@@ -443,6 +447,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         mode: match args.mode {
             Mode::Sdk => "sdk".into(),
             Mode::Raw => "raw".into(),
+            Mode::Hyper => "hyper".into(),
         },
         target: target_kind.into(),
         url,
@@ -495,11 +500,7 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
         batch: args.batch,
         groups: args.groups,
     });
-    let driver = Arc::new(Driver::new(
-        args.mode == Mode::Raw,
-        url,
-        args.token.as_deref(),
-    )?);
+    let driver = Arc::new(Driver::new(args.mode, url, args.token.as_deref())?);
     let pops = !args.against_noop && !args.shape.writes_only();
     // The set-up's own client retries: it is set-up, not load.
     let filler = driver::sdk_client(url, args.token.as_deref(), RetryPolicy::default())?;

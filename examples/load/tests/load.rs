@@ -155,6 +155,15 @@ fn raw_mode_embedded() {
     }
 }
 
+#[test]
+fn hyper_mode_embedded() {
+    // The raw bodies over hyper-util's client: the same steps succeed.
+    for shape in ["push-kv", "ack-push"] {
+        let r = embedded(shape, "hyper");
+        assert_eq!(r["mode"], "hyper", "{r:#}");
+    }
+}
+
 /// A `pop` or `pop-ack` run against the embedded broker at `batch` messages per pop and
 /// with `groups` consumer groups: the messages are counted, at most `batch` per
 /// operation, and the input lasted.
@@ -256,7 +265,7 @@ fn over_stored_data() {
 
 #[test]
 fn against_the_in_process_noop() {
-    for mode in ["sdk", "raw"] {
+    for mode in ["sdk", "raw", "hyper"] {
         let r = report(&["--shape", "seed-step", "--mode", mode, "--against-noop"]);
         assert_eq!(r["target"], "noop");
         assert!(r["group_commit"].is_null());
