@@ -167,7 +167,7 @@ pub struct Args {
     /// What one operation is.
     #[arg(long, value_enum, default_value_t = Shape::AckPush)]
     pub shape: Shape,
-    /// Through the SDK or with bare HTTP.
+    /// Through the SDK, with bare reqwest, or with bare hyper-util.
     #[arg(long, value_enum, default_value_t = Mode::Sdk)]
     pub mode: Mode,
     /// Partitions the input is spread over.
