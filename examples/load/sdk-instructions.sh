@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# The SDK's own cost as instructions, which this host's noise does not move: each
-# shape's steps are run through the SDK, through the hand-written client of `--mode
-# raw` (reqwest, as the SDK uses) and through `--mode hyper` (the same bodies over
-# hyper-util's client, without reqwest), under callgrind, against a standalone durable broker (so only the
-# client's work is counted), and each mode's instructions per step are read from the
-# worker loop's inclusive cost (the client's start and the pre-fill left out).
+# The SDK's own cost as instructions per step, read with far less noise than time: each
+# shape's steps run through the SDK, through `--mode raw` (the same bodies over bare
+# reqwest, as the SDK uses it) and through `--mode hyper` (over hyper-util's client,
+# without reqwest), under callgrind, against a standalone durable broker, so only the
+# client's work is counted. Each mode's instructions per step are the worker loop's
+# inclusive cost over its operations (the client's start and the pre-fill left out).
 #
-#   bash examples/load/sdk-instructions.sh                  # about 8 minutes
+#   bash examples/load/sdk-instructions.sh                    # about 4 minutes
 #   SHAPES=ack-push bash examples/load/sdk-instructions.sh
-#   LOAD=/tmp/load-A bash examples/load/sdk-instructions.sh  # another build's `load`
-#   ROUNDS=3 bash examples/load/sdk-instructions.sh       # medians of 3 runs of each
+#   LOAD=/tmp/load-A bash examples/load/sdk-instructions.sh   # another build's `load`
+#   ROUNDS=3 bash examples/load/sdk-instructions.sh           # medians of 3 runs of each
 #
 # Throughput pairs (`sdk-vs-raw.sh`) move by up to 30% from run to run here; these
 # counts move by 1 to 2% (how often each future is polled still depends on timing), so
-# read a difference of a few percent from ROUNDS=3 or more. What they leave out: time that is not instructions
-# (cache misses, the allocator's page faults, wake-ups), and the CPU's SHA extensions,
-# which valgrind hides (derived ids are then hashed by the portable code, so an SDK step
-# that derives ids counts a few thousand instructions more than it runs natively).
+# read a difference of a few percent from ROUNDS=3 or more. What they leave out: time
+# that is not instructions (cache misses, page faults, wake-ups), and the CPU's SHA
+# extensions, which valgrind hides (derived ids are then hashed by the portable code,
+# about 4,600 instructions each, where a native run spends a few hundred).
 #
 # Needs valgrind (callgrind_annotate) and jq.
 set -euo pipefail
@@ -29,9 +29,7 @@ PREFILL=${PREFILL:-6000}
 ROUNDS=${ROUNDS:-1}
 
 command -v valgrind >/dev/null || { echo "$(basename "$0") needs valgrind" >&2; exit 1; }
-DURATION_SAVED=$DURATION
 . examples/load/common.sh
-DURATION=$DURATION_SAVED
 BIN=${LOAD:-$BIN}
 cargo build --release --quiet -p queen-mock-broker
 BROKER=${CARGO_TARGET_DIR:-target}/release/queen-mock-broker
@@ -40,10 +38,12 @@ PORT=${PORT:-6759}
 "$BROKER" --listen "127.0.0.1:$PORT" --data "$DATA/queen.redb" >"$DATA/broker.log" 2>&1 &
 BROKER_PID=$!
 trap 'kill $BROKER_PID 2>/dev/null; wait $BROKER_PID 2>/dev/null; rm -rf "$OUT" "$DATA"' EXIT
-for _ in $(seq 50); do
-  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
+ready=
+for _ in $(seq 100); do
+  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && { ready=1; break; }
   sleep 0.1
 done
+[ -n "$ready" ] || { echo "the broker did not answer on port $PORT:" >&2; cat "$DATA/broker.log" >&2; exit 1; }
 
 # instructions MODE SHAPE: the client's instructions per step of one run.
 instructions() {

@@ -1,7 +1,7 @@
 //! [`Client`]: one cheap-to-clone handle over a connection pool, with the retry policy.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -231,8 +231,7 @@ impl ClientBuilder {
                 auth: self.auth,
                 retry: self.retry,
                 attempt_timeout,
-                lacks_v2_parts: AtomicBool::new(false),
-                has_v2_parts: AtomicBool::new(false),
+                generation: AtomicU8::new(UNKNOWN),
             }),
         })
     }
@@ -271,19 +270,25 @@ pub(crate) struct Inner {
     /// deadline gives the attempt its own: the request timeout, or the retry policy's
     /// overall deadline when that is shorter.
     attempt_timeout: Duration,
-    /// The broker has shown it is a Queen v0 (PostgreSQL) broker: a route of KV,
-    /// timers or locks answered with its web console, or a committed transaction came
-    /// back without the results of the parts v0 ignores. Learned from answers, never
-    /// set by the user; a Queen 2 broker never sets it, so nothing changes there. Once
-    /// set, a transaction with KV, timers or positions is refused before it is sent.
-    lacks_v2_parts: AtomicBool,
-    /// The broker has shown it is a Queen 2 broker: a committed transaction came back
-    /// with the results of its KV, timer or position parts. Only learned when the
-    /// client has one URL (behind several, the next answer may be another broker's).
-    /// Once set, a committed answer's results are no longer read for that proof: it
-    /// took about 0.8 µs of a KV step (perf, `push-kv`).
-    has_v2_parts: AtomicBool,
+    /// What the broker's answers have shown it to be, learned, never set by the user:
+    /// [`UNKNOWN`], [`QUEEN_V0`] or [`QUEEN_2`].
+    generation: AtomicU8,
 }
+
+/// Nothing learned yet: a committed transaction's results are read for its Queen 2
+/// parts.
+const UNKNOWN: u8 = 0;
+/// A Queen v0 (PostgreSQL) broker: a route of KV, timers or locks answered with its
+/// web console, or a committed transaction came back without the results of the parts
+/// v0 ignores. A transaction with KV, timers or positions is then refused before it is
+/// sent. A Queen 2 broker never shows this, so nothing changes there. It wins over
+/// [`QUEEN_2`]: proof of a missing part outweighs an earlier commit.
+const QUEEN_V0: u8 = 1;
+/// A Queen 2 broker: a committed transaction came back with the results of its KV,
+/// timer or position parts. Only learned when the client has one URL (behind several,
+/// the next answer may be another broker's). Committed answers' results are then no
+/// longer read for that proof: it took about 0.8 µs of a KV step (perf, `push-kv`).
+const QUEEN_2: u8 = 2;
 
 /// How far apart two timeouts may be and still end an attempt at the same tick of
 /// tokio's timer (its resolution is a millisecond).
@@ -416,24 +421,29 @@ impl Client {
     /// Whether the broker is known to lack Queen 2's KV, timers, positions and locks
     /// (a Queen v0 broker, learned from its answers).
     pub(crate) fn lacks_v2_parts(&self) -> bool {
-        self.inner.lacks_v2_parts.load(Ordering::Relaxed)
+        self.inner.generation.load(Ordering::Relaxed) == QUEEN_V0
     }
 
     /// Records that the broker answered as Queen v0 does.
     pub(crate) fn learn_lacks_v2_parts(&self) {
-        self.inner.lacks_v2_parts.store(true, Ordering::Relaxed);
+        self.inner.generation.store(QUEEN_V0, Ordering::Relaxed);
     }
 
-    /// Whether the broker is known to be a Queen 2 broker (see `Inner::has_v2_parts`).
+    /// Whether the broker is known to be a Queen 2 broker.
     pub(crate) fn has_v2_parts(&self) -> bool {
-        self.inner.has_v2_parts.load(Ordering::Relaxed)
+        self.inner.generation.load(Ordering::Relaxed) == QUEEN_2
     }
 
     /// Records that the broker committed a Queen 2 part, when the client talks to one
-    /// broker only.
+    /// broker only and has not learned it is a v0 one.
     pub(crate) fn learn_has_v2_parts(&self) {
         if self.inner.bases.len() == 1 {
-            self.inner.has_v2_parts.store(true, Ordering::Relaxed);
+            let _ = self.inner.generation.compare_exchange(
+                UNKNOWN,
+                QUEEN_2,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
         }
     }
 

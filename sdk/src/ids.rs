@@ -36,9 +36,9 @@ fn text(id: Uuid) -> String {
 /// the namespace and the name, as `Uuid::new_v5` makes it (a test holds them equal).
 ///
 /// Hashed here, not by `Uuid::new_v5`: its portable SHA-1 took about 5,000 instructions
-/// for an `ack-push` step's id (callgrind, 2026-12-04), a tenth of what the SDK adds to
-/// a step over a hand-written client; `sha1` uses the CPU's SHA extensions when it has
-/// them. The parts are fed to the hash as they are, not gathered into a buffer first.
+/// for an `ack-push` step's id (callgrind, 2026-12-04), about a third of what the SDK
+/// added to that step over a hand-written client; `sha1` uses the CPU's SHA extensions
+/// when it has them. The parts are fed to the hash as they are, not gathered into a buffer first.
 fn name_based(parts: &[&str]) -> Uuid {
     let mut h = Sha1::new();
     h.update(NAMESPACE.as_bytes());

@@ -86,16 +86,35 @@ async fn on_txn(server: &MockServer, body: &str) {
 }
 
 async fn on_pop(server: &MockServer) {
-    Mock::given(method("GET"))
-        .and(path(format!("/api/v1/pop/queue/{QUEUE}")))
-        .respond_with(json_answer(POP))
+    let route = format!("/api/v1/pop/queue/{QUEUE}");
+    first_then(
+        server,
+        "GET",
+        &route,
+        json_answer(POP),
+        json_answer(EMPTY_POP),
+    )
+    .await;
+}
+
+/// `verb` on `route` answers `first` once, then `then` for good.
+async fn first_then(
+    server: &MockServer,
+    verb: &str,
+    route: &str,
+    first: ResponseTemplate,
+    then: ResponseTemplate,
+) {
+    Mock::given(method(verb))
+        .and(path(route))
+        .respond_with(first)
         .up_to_n_times(1)
         .with_priority(1)
         .mount(server)
         .await;
-    Mock::given(method("GET"))
-        .and(path(format!("/api/v1/pop/queue/{QUEUE}")))
-        .respond_with(json_answer(EMPTY_POP))
+    Mock::given(method(verb))
+        .and(path(route))
+        .respond_with(then)
         .with_priority(2)
         .mount(server)
         .await;
@@ -434,19 +453,14 @@ async fn behind_several_urls_a_v0_broker_is_caught_after_a_queen_2_commit() {
     // The first URL is a Queen 2 broker that commits one step, then fails; the client
     // moves on to the second, a v0 broker, which commits the next step without its KV.
     let v2 = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/api/v1/transaction"))
-        .respond_with(json_answer(COMMITTED_V2))
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&v2)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/api/v1/transaction"))
-        .respond_with(ResponseTemplate::new(503))
-        .with_priority(2)
-        .mount(&v2)
-        .await;
+    first_then(
+        &v2,
+        "POST",
+        "/api/v1/transaction",
+        json_answer(COMMITTED_V2),
+        ResponseTemplate::new(503),
+    )
+    .await;
     let v0 = MockServer::start().await;
     on_txn(&v0, COMMITTED).await;
     let client = Client::builder()
