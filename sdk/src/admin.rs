@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use reqwest::Method;
+use hyper::Method;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};

@@ -6,6 +6,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use hyper::header::HeaderValue;
+
+use crate::error::Error;
+
 /// What a [`TokenProvider`] fails with: any error, kept as text in
 /// [`crate::Error::Token`].
 pub type TokenError = Box<dyn std::error::Error + Send + Sync>;
@@ -64,10 +68,49 @@ pub(crate) enum Auth {
     /// No `Authorization` header.
     #[default]
     None,
-    /// The same token on every request.
-    Static(String),
+    /// The same header on every request, made once from the token.
+    Static(HeaderValue),
+    /// A token holding bytes no header can carry: the client refuses to be built.
+    Unusable,
     /// A token asked for before every request.
     Provider(Arc<dyn TokenProvider>),
+}
+
+impl Auth {
+    /// A fixed token.
+    pub fn fixed(token: &str) -> Auth {
+        bearer(token).map_or(Auth::Unusable, Auth::Static)
+    }
+
+    /// The `Authorization` header of the next request.
+    pub async fn header(&self) -> Result<Option<HeaderValue>, Error> {
+        match self {
+            Auth::None => Ok(None),
+            Auth::Static(h) => Ok(Some(h.clone())),
+            Auth::Unusable => Err(unusable()),
+            Auth::Provider(p) => {
+                let t = p.token().await.map_err(|e| Error::Token {
+                    message: e.to_string(),
+                })?;
+                bearer(&t).map(Some).ok_or_else(|| Error::Token {
+                    message: unusable().to_string(),
+                })
+            }
+        }
+    }
+}
+
+/// The error of a token no header can carry.
+pub(crate) fn unusable() -> Error {
+    Error::invalid("token", "it holds bytes an HTTP header cannot carry")
+}
+
+/// `Bearer <token>` as a header value kept out of debug output, or `None` when the
+/// token holds bytes a header cannot (a line break, a control character).
+fn bearer(token: &str) -> Option<HeaderValue> {
+    let mut value = HeaderValue::try_from(format!("Bearer {token}")).ok()?;
+    value.set_sensitive(true);
+    Some(value)
 }
 
 impl fmt::Debug for Auth {
@@ -76,6 +119,7 @@ impl fmt::Debug for Auth {
         f.write_str(match self {
             Auth::None => "None",
             Auth::Static(_) => "Static(..)",
+            Auth::Unusable => "Unusable",
             Auth::Provider(_) => "Provider(..)",
         })
     }

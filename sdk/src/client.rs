@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::{Method, Url, header};
+use hyper::header;
+use hyper::{Method, Uri};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::Instrument;
@@ -13,7 +14,9 @@ use tracing::Instrument;
 use crate::auth::{Auth, TokenProvider};
 use crate::error::{Capability, Error, Result};
 use crate::retry::RetryPolicy;
+use crate::transport::{self, Request, Transport};
 use crate::validate;
+use url::Url;
 
 /// Configures a [`Client`].
 ///
@@ -100,7 +103,7 @@ impl ClientBuilder {
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
     pub fn token(mut self, token: impl Into<String>) -> Self {
-        self.auth = Auth::Static(token.into());
+        self.auth = Auth::fixed(&token.into());
         self
     }
 
@@ -214,23 +217,17 @@ impl ClientBuilder {
             .iter()
             .map(|u| Base::parse(u))
             .collect::<Result<Vec<_>>>()?;
-        // A first attempt is bounded by the retry policy's deadline when that comes
-        // first (it does by default: 30 s against 40 s), so the client's own timeout is
-        // the smaller of the two and a first attempt needs no timeout of its own.
-        let attempt_timeout = self.request_timeout.min(self.retry.overall_deadline());
-        let http = reqwest::Client::builder()
-            .timeout(attempt_timeout)
-            .connect_timeout(self.connect_timeout)
-            .user_agent(self.user_agent)
-            .build()?;
+        if matches!(self.auth, Auth::Unusable) {
+            return Err(crate::auth::unusable());
+        }
         Ok(Client {
             inner: Arc::new(Inner {
-                http,
+                http: Transport::new(self.connect_timeout, &self.user_agent)?,
                 bases,
                 current: AtomicUsize::new(0),
                 auth: self.auth,
                 retry: self.retry,
-                attempt_timeout,
+                request_timeout: self.request_timeout,
                 generation: AtomicU8::new(UNKNOWN),
             }),
         })
@@ -261,15 +258,13 @@ pub struct Client {
 
 #[derive(Debug)]
 pub(crate) struct Inner {
-    http: reqwest::Client,
+    http: Transport,
     bases: Vec<Base>,
     current: AtomicUsize,
     auth: Auth,
     pub(crate) retry: RetryPolicy,
-    /// reqwest's bound on one attempt, set on its client, unless the call or the
-    /// deadline gives the attempt its own: the request timeout, or the retry policy's
-    /// overall deadline when that is shorter.
-    attempt_timeout: Duration,
+    /// The limit of one exchange, unless the call sets its own (a long-poll).
+    request_timeout: Duration,
     /// What the broker's answers have shown it to be, learned, never set by the user:
     /// [`UNKNOWN`], [`QUEEN_V0`] or [`QUEEN_2`].
     generation: AtomicU8,
@@ -289,10 +284,6 @@ const QUEEN_V0: u8 = 1;
 /// the next answer may be another broker's). Committed answers' results are then no
 /// longer read for that proof: it took about 0.8 µs of a KV step (perf, `push-kv`).
 const QUEEN_2: u8 = 2;
-
-/// How far apart two timeouts may be and still end an attempt at the same tick of
-/// tokio's timer (its resolution is a millisecond).
-const TIMER_RESOLUTION: Duration = Duration::from_millis(1);
 
 /// Whether a failed call may be sent again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -489,24 +480,13 @@ impl Client {
             attempt += 1;
             let span = tracing::debug_span!("queen.call", %method, path, attempt);
             // The deadline bounds the attempt in flight too, not only the waits: when it
-            // comes before the attempt's own timeout, it becomes that timeout (one
-            // timer per request, not a second one around reqwest's).
+            // comes before the attempt's own limit, it becomes that limit.
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let limit = opts.timeout.unwrap_or(self.inner.attempt_timeout);
-            let cut_by_deadline = remaining < limit;
-            let timeout = if !cut_by_deadline {
-                opts.timeout
-            } else if opts.timeout.is_none() && limit - remaining <= TIMER_RESOLUTION {
-                // A first attempt under a deadline no longer than the request timeout:
-                // the client's own timeout ends it within a tick of the deadline. A
-                // timeout of its own would cost reqwest a map of extensions on every
-                // request (three allocations and about a thousand instructions).
-                None
-            } else {
-                Some(remaining)
-            };
+            let own = opts.timeout.unwrap_or(self.inner.request_timeout);
+            let cut_by_deadline = remaining < own;
+            let limit = own.min(remaining);
             let out = self
-                .once(method.clone(), path, query, body, timeout)
+                .once(method.clone(), path, query, body, limit)
                 .instrument(span)
                 .await;
             let hit_deadline = cut_by_deadline
@@ -571,37 +551,24 @@ impl Client {
         path: &str,
         query: Option<&Q>,
         body: Option<&Bytes>,
-        timeout: Option<Duration>,
+        limit: Duration,
     ) -> Result<Bytes> {
-        let url = self.base().join(path, query)?;
-        let mut req = self.inner.http.request(method, url);
-        if let Some(t) = timeout {
-            req = req.timeout(t);
-        }
-        match &self.inner.auth {
-            Auth::None => {}
-            Auth::Static(t) => req = req.bearer_auth(t),
-            Auth::Provider(p) => {
-                let t = p.token().await.map_err(|e| Error::Token {
-                    message: e.to_string(),
-                })?;
-                req = req.bearer_auth(t);
-            }
-        }
-        if let Some(b) = body {
-            // Rendered once by the caller; every attempt sends the same bytes.
-            req = req
-                // A static value: from a `&str`, the header is copied for every request.
-                .header(
-                    header::CONTENT_TYPE,
-                    header::HeaderValue::from_static("application/json"),
-                )
-                .body(b.clone());
-        }
-        let res = req.send().await?;
-        let status = res.status();
+        let uri = self.base().join(path, query)?;
+        let auth = self.inner.auth.header().await?;
+        let res = self
+            .inner
+            .http
+            .send(Request {
+                method,
+                uri,
+                auth,
+                body,
+                limit,
+            })
+            .await?;
+        let status = res.status;
         let retry_after = res
-            .headers()
+            .headers
             .get(header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
@@ -609,11 +576,11 @@ impl Client {
         // A success is handed on as bytes: its caller decodes the answer it expects
         // straight into its type, with no JSON tree in between.
         let html = res
-            .headers()
+            .headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/html"));
-        let bytes = res.bytes().await?;
+        let bytes = res.body;
         // A feature route answered by a web page instead of the API: Queen v0 serves
         // its console for every path it does not route (KV, timers, locks).
         if let Some(capability) = capability_of(path)
@@ -658,53 +625,69 @@ impl Client {
 
 /// A broker base URL, parsed once when the client is built.
 ///
-/// Each call's URL is resolved against it, so the scheme and host (IDNA processing
-/// included) are not parsed again per request: 145 ns against 466 ns for a
-/// transaction's URL parsed whole (`url` 2.5, 2026-12-03, this project's 2-core host);
-/// in an SDK push-kv profile at 64 workers that whole parse was 1.5% of the process.
+/// Each call's URI is the base's origin and path followed by the call's path and query,
+/// all checked already (the paths' segments are percent-encoded where they are made),
+/// so a call pays only the HTTP URI parser's pass over ASCII text, not a URL parse with
+/// its host's IDNA processing (466 ns per transaction URL with `url` 2.5, 2026-12-03).
 #[derive(Debug)]
 struct Base {
-    url: Url,
+    /// `scheme://host[:port]`, the host as the URL parser normalised it.
+    origin: String,
     /// The base's own path without its trailing `/` (empty for a bare host): it
     /// prefixes every call's path, so a broker served under `/queen` keeps it.
     prefix: String,
 }
 
 impl Base {
-    /// Parses a base URL given to the builder; only `http://` and `https://` are taken.
+    /// Parses a base URL given to the builder; only `http://` and `https://` are taken
+    /// (`https://` with the `rustls` feature).
     fn parse(text: &str) -> Result<Base> {
         let refuse = |why: String| Error::invalid("client", format!("{text:?} {why}"));
         let url = Url::parse(text).map_err(|e| refuse(format!("is not a URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(refuse("is not an http(s) URL".into()));
         }
+        if !transport::speaks(url.scheme()) {
+            return Err(refuse(
+                "needs TLS, and this build has none (the `rustls` feature)".into(),
+            ));
+        }
         if url.query().is_some() || url.fragment().is_some() {
             return Err(refuse(
                 "has a query or fragment; a base URL takes neither".into(),
             ));
         }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(refuse(
+                "carries credentials; give a token with `token()` instead".into(),
+            ));
+        }
+        let host = url.host_str().ok_or_else(|| refuse("has no host".into()))?;
+        let origin = match url.port() {
+            Some(port) => format!("{}://{host}:{port}", url.scheme()),
+            None => format!("{}://{host}", url.scheme()),
+        };
         let prefix = url.path().trim_end_matches('/').to_string();
-        Ok(Base { url, prefix })
+        Ok(Base { origin, prefix })
     }
 
-    /// The URL of a call: the base's path, then `path` (which may carry its own
+    /// The URI of a call: the base's path, then `path` (which may carry its own
     /// query), then `query`.
-    fn join<Q: Query + ?Sized>(&self, path: &str, query: Option<&Q>) -> Result<Url> {
-        let mut rel = String::with_capacity(self.prefix.len() + path.len() + 64);
-        rel.push_str(&self.prefix);
-        rel.push_str(path);
+    fn join<Q: Query + ?Sized>(&self, path: &str, query: Option<&Q>) -> Result<Uri> {
+        let mut uri =
+            String::with_capacity(self.origin.len() + self.prefix.len() + path.len() + 64);
+        uri.push_str(&self.origin);
+        uri.push_str(&self.prefix);
+        uri.push_str(path);
         if let Some(q) = query {
-            q.append_to(&mut rel);
+            q.append_to(&mut uri);
         }
-        Url::options()
-            .base_url(Some(&self.url))
-            .parse(&rel)
-            .map_err(|e| Error::invalid("url", format!("{rel:?} does not make a URL: {e}")))
+        Uri::try_from(uri)
+            .map_err(|e| Error::invalid("url", format!("{path:?} does not make a URI: {e}")))
     }
 }
 
-/// A call's query parameters, written into its URL once (handed to reqwest as pairs,
-/// they made it parse the URL a second time and allocate for every key).
+/// A call's query parameters, written into its URI once.
 pub(crate) trait Query {
     /// Appends `?k=v&...` to `url`, keys and values percent-encoded.
     fn append_to(&self, url: &mut String);
@@ -784,11 +767,11 @@ mod tests {
         // The builder drops a trailing `/`; the base's path is kept either way.
         assert_eq!(
             url_of(
-                "https://gw.example.com/queen/",
+                "http://gw.example.com/queen/",
                 "/api/v1/pop/queue/orders",
                 &[("batch", "10")]
             ),
-            "https://gw.example.com/queen/api/v1/pop/queue/orders?batch=10"
+            "http://gw.example.com/queen/api/v1/pop/queue/orders?batch=10"
         );
         // A path that carries its own query (the pop writes its own), kept as written.
         assert_eq!(
@@ -808,6 +791,20 @@ mod tests {
             ),
             "http://h:1/api/v1/consumer-groups?group=g%201%2F2"
         );
+    }
+
+    #[test]
+    fn an_https_base_needs_the_rustls_feature() {
+        let built = Client::builder().url("https://queen.example.com").build();
+        if cfg!(feature = "rustls") {
+            assert!(built.is_ok(), "{built:?}");
+        } else {
+            let e = built.unwrap_err();
+            assert!(
+                matches!(&e, Error::Invalid { rule, .. } if rule.contains("rustls")),
+                "{e}"
+            );
+        }
     }
 
     #[test]

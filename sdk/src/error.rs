@@ -9,6 +9,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::transport::TransportError;
+
 /// Why a transaction rolled back (everything but a lost `required` KV gate, which is a
 /// value: [`crate::Commit::Gated`]).
 ///
@@ -241,9 +243,10 @@ pub enum Error {
         /// What happened.
         cause: Box<Error>,
     },
-    /// The connection failed, timed out or broke mid-answer.
+    /// No connection, no whole answer in time, or a connection that broke
+    /// mid-exchange; [`TransportError::kind`] says which.
     #[error("transport: {0}")]
-    Transport(#[from] reqwest::Error),
+    Transport(#[from] TransportError),
     /// The broker does not have this feature (Queen v0 has no KV, timers, positions or
     /// locks): its route answered with something other than the API (v0 serves its web
     /// console there), or, in a transaction, the broker is known to drop that part.
@@ -392,7 +395,7 @@ impl Error {
             Error::Api { status, .. } => *status == 429 || (*status >= 500 && *status != 507),
             // A connection that failed, timed out or broke mid-answer: the call may or
             // may not have applied; whether it may be resent is the caller's rule.
-            Error::Transport(e) => !e.is_builder(),
+            Error::Transport(_) => true,
             _ => false,
         }
     }

@@ -98,6 +98,7 @@ mod message;
 mod operator;
 mod retry;
 mod timers;
+mod transport;
 mod txn;
 mod validate;
 mod worker;
@@ -124,6 +125,7 @@ pub use operator::{
 };
 pub use retry::RetryPolicy;
 pub use timers::{PendingTimer, Timer, TimerAction, TimerPage, Timers};
+pub use transport::{TransportError, TransportErrorKind};
 pub use txn::{
     AckResult, Commit, Committed, KvResult, PositionResult, Push, PushResult, StepResult,
     TimerResult, TransactionBuilder, Ttl,

@@ -3,7 +3,7 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use reqwest::Method;
+use hyper::Method;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

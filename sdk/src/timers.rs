@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
-use reqwest::Method;
+use hyper::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! Which failures are retried, how long the client waits, and when it gives up.
 //!
 //! Real time: tokio's paused clock auto-advances while a request waits on the socket, which
-//! fires reqwest's timeouts, so these tests measure with `std::time::Instant` and keep the
+//! fires the client's timeouts, so these tests measure with `std::time::Instant` and keep the
 //! waits short.
 
 use std::net::TcpListener;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use reqwest::Method;
+use hyper::Method;
 use serde::Deserialize;
 
 use super::de;

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use reqwest::Method;
+use hyper::Method;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

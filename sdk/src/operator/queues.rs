@@ -1,7 +1,7 @@
 //! Queues: the list, one queue with its partitions' figures, its depth, and the
 //! partitions holding the most work.
 
-use reqwest::Method;
+use hyper::Method;
 use serde::Deserialize;
 
 use super::de;
