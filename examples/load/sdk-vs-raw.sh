@@ -9,6 +9,7 @@
 #   bash examples/load/sdk-vs-raw.sh                    # about 2.5 minutes
 #   ROUNDS=9 SHAPES=seed-step bash examples/load/sdk-vs-raw.sh
 #   NOOP=1 bash examples/load/sdk-vs-raw.sh             # against the no-op server (with the pop)
+#   RAW=hyper bash examples/load/sdk-vs-raw.sh          # the raw bodies over hyper-util, not reqwest
 #
 # Needs jq.
 set -euo pipefail
@@ -20,12 +21,14 @@ WARMUP=${WARMUP:-1}
 WORKERS=${WORKERS:-64}
 SHAPES=${SHAPES:-"push ack-push seed-step"}
 NOOP=${NOOP:-}
+# The hand-written client the SDK is set against: `raw` (reqwest) or `hyper`.
+RAW=${RAW:-raw}
 
 . examples/load/common.sh
 trap 'rm -rf "$OUT"' EXIT
 target=(); [ -n "$NOOP" ] && target=(--against-noop --noop-pop)
 
-echo "queen sdk vs raw, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores; $ROUNDS alternating pairs per shape, ${DURATION}s each after ${WARMUP}s warm-up, $WORKERS workers, target: ${NOOP:+no-op server with pop}${NOOP:-embedded durable broker}"
+echo "queen sdk vs raw ($RAW), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores; $ROUNDS alternating pairs per shape, ${DURATION}s each after ${WARMUP}s warm-up, $WORKERS workers, target: ${NOOP:+no-op server with pop}${NOOP:-embedded durable broker}"
 printf '%-10s %12s %12s %8s %14s %14s %10s\n' shape "sdk ops/s" "raw ops/s" sdk/raw "sdk cpu us/op" "raw cpu us/op" "sdk/raw cpu"
 for shape in $SHAPES; do
   out=$(mktemp)
@@ -33,10 +36,11 @@ for shape in $SHAPES; do
     # Which mode goes first alternates from pair to pair: in runs back to back the
     # first of a pair was faster more often than not, whichever it was (BENCHMARKS.md,
     # tenth round).
-    order="sdk raw"; [ $((round % 2)) -eq 0 ] && order="raw sdk"
+    order="sdk $RAW"; [ $((round % 2)) -eq 0 ] && order="$RAW sdk"
     for mode in $order; do
+      label=$mode; [ "$mode" = "$RAW" ] && label=raw
       "$BIN" --json --shape "$shape" --mode "$mode" -c "$WORKERS" --duration "$DURATION" --warmup "$WARMUP" "${target[@]}" 2>/dev/null |
-        jq -r --arg m "$mode" '"\($m) \(.throughput) \(.cpu_us_per_op // 0)"' >>"$out"
+        jq -r --arg m "$label" '"\($m) \(.throughput) \(.cpu_us_per_op // 0)"' >>"$out"
     done
   done
   st=$(awk '$1 == "sdk" { print $2 }' "$out" | median)

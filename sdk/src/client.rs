@@ -91,7 +91,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Sends `Authorization: Bearer <token>` on every call.
+    /// Sends `Authorization: Bearer <token>` on every call. A token holding bytes no
+    /// header can carry (a line break, a control character) fails
+    /// [`ClientBuilder::build`] with [`Error::Invalid`].
     ///
     /// ```
     /// let token = std::env::var("QUEEN_TOKEN").unwrap_or_default();
@@ -193,8 +195,10 @@ impl ClientBuilder {
     }
 
     /// Builds the client. Nothing is sent yet. Fails with [`Error::Invalid`] without
-    /// a URL, or with one that is not an `http://` or `https://` URL or that carries a
-    /// query or a fragment (each call's path and query go after the base's path).
+    /// a URL, or with one that is not an `http://` or `https://` URL (`https://` needs
+    /// the default `rustls` feature), or that carries a query or a fragment (each
+    /// call's path and query go after the base's path) or credentials (give a
+    /// [`ClientBuilder::token`] instead), or with a token no header can carry.
     ///
     /// ```
     /// use queen_sdk::{Client, Error};
