@@ -59,7 +59,7 @@ instructions() {
 }
 
 echo "queen sdk vs raw in instructions, $(date -u +%Y-%m-%dT%H:%MZ); callgrind, $WORKERS workers, ${DURATION}s, a standalone broker by URL; medians of $ROUNDS run(s) of each"
-printf '%-10s %14s %14s %14s %8s %10s\n' shape "sdk instr/op" "raw instr/op" "hyper instr/op" sdk/raw raw/hyper
+printf '%-10s %14s %14s %14s %8s %10s %10s\n' shape "sdk instr/op" "raw instr/op" "hyper instr/op" sdk/raw raw/hyper sdk/hyper
 for shape in $SHAPES; do
   for mode in sdk raw hyper; do : >"$OUT/$mode-$shape.txt"; done
   for round in $(seq "$ROUNDS"); do
@@ -72,5 +72,5 @@ for shape in $SHAPES; do
   sdk=$(median <"$OUT/sdk-$shape.txt")
   raw=$(median <"$OUT/raw-$shape.txt")
   hyper=$(median <"$OUT/hyper-$shape.txt")
-  printf '%-10s %14s %14s %14s %8s %10s\n' "$shape" "$(num "$sdk")" "$(num "$raw")" "$(num "$hyper")" "$(ratio "$sdk" "$raw")" "$(ratio "$raw" "$hyper")"
+  printf '%-10s %14s %14s %14s %8s %10s %10s\n' "$shape" "$(num "$sdk")" "$(num "$raw")" "$(num "$hyper")" "$(ratio "$sdk" "$raw")" "$(ratio "$raw" "$hyper")" "$(ratio "$sdk" "$hyper")"
 done

@@ -3,6 +3,8 @@
 //! reminder timer) and an `ack-push` step from a popped message, validating them and
 //! rendering the request body to bytes, as `commit()` does before it sends.
 //!
+//! Also what making a `Client` costs, with and without TLS.
+//!
 //! Run with `cargo bench -p queen-sdk --bench build`. Each benchmark reports
 //! transactions per second; compare them with the broker's `--bench parse` (the same
 //! bodies parsed and validated) and the load generator's figures to see what share of a
@@ -82,6 +84,18 @@ fn bench(c: &mut Criterion) {
                     .expect("valid"),
             )
         })
+    });
+    g.finish();
+
+    // What a client costs to make (each test of a suite may make several): a client of
+    // `http://` brokers sets up no TLS; one of an `https://` broker loads the
+    // platform's root certificates.
+    let mut g = c.benchmark_group("sdk_client_new");
+    g.bench_function("http", |b| {
+        b.iter(|| black_box(Client::new(black_box("http://127.0.0.1:6632")).expect("a client")))
+    });
+    g.bench_function("https", |b| {
+        b.iter(|| black_box(Client::new(black_box("https://queen.example.com")).expect("a client")))
     });
     g.finish();
 }

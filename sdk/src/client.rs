@@ -226,7 +226,11 @@ impl ClientBuilder {
         }
         Ok(Client {
             inner: Arc::new(Inner {
-                http: Transport::new(self.connect_timeout, &self.user_agent)?,
+                http: Transport::new(
+                    self.connect_timeout,
+                    &self.user_agent,
+                    bases.iter().any(Base::is_https),
+                )?,
                 bases,
                 current: AtomicUsize::new(0),
                 auth: self.auth,
@@ -673,6 +677,11 @@ impl Base {
         };
         let prefix = url.path().trim_end_matches('/').to_string();
         Ok(Base { origin, prefix })
+    }
+
+    /// Whether calls to it need TLS.
+    fn is_https(&self) -> bool {
+        self.origin.starts_with("https:")
     }
 
     /// The URI of a call: the base's path, then `path` (which may carry its own

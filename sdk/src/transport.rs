@@ -22,18 +22,11 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
 use hyper::{Method, StatusCode, Uri};
-use hyper_util::client::legacy::Client as Pool;
+use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::error::{Error, Result};
-
-/// How connections are made: TCP, and TLS over it for `https://` with the `rustls`
-/// feature.
-#[cfg(feature = "rustls")]
-type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
-#[cfg(not(feature = "rustls"))]
-type Connector = HttpConnector;
 
 /// How long an idle TCP connection waits before the kernel probes it, as reqwest set
 /// it: a broker that vanished without closing is found within a minute or so.
@@ -41,14 +34,29 @@ const TCP_KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// The client's side of HTTP: a connection pool and the headers every request carries.
 pub(crate) struct Transport {
-    pool: Pool<Connector, Full<Bytes>>,
+    pool: Pool,
     user_agent: HeaderValue,
+}
+
+/// The connection pool, with TLS only when some base URL needs it: setting TLS up
+/// loads the platform's root certificates, about 18 million instructions (callgrind,
+/// 2026-12-04), which a client of `http://` brokers (every in-process test) need not pay.
+enum Pool {
+    Plain(HyperClient<HttpConnector, Full<Bytes>>),
+    #[cfg(feature = "rustls")]
+    Tls(HyperClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>),
 }
 
 impl fmt::Debug for Transport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tls = match self.pool {
+            Pool::Plain(_) => false,
+            #[cfg(feature = "rustls")]
+            Pool::Tls(_) => true,
+        };
         f.debug_struct("Transport")
             .field("user_agent", &self.user_agent)
+            .field("tls", &tls)
             .finish_non_exhaustive()
     }
 }
@@ -73,8 +81,9 @@ pub(crate) struct Response {
 }
 
 impl Transport {
-    /// A pool whose connections take at most `connect_timeout` to open.
-    pub fn new(connect_timeout: Duration, user_agent: &str) -> Result<Transport> {
+    /// A pool whose connections take at most `connect_timeout` to open, able to speak
+    /// TLS when `tls` (an `https://` base URL; [`speaks`] said this build can).
+    pub fn new(connect_timeout: Duration, user_agent: &str, tls: bool) -> Result<Transport> {
         let user_agent = HeaderValue::from_str(user_agent).map_err(|_| {
             Error::invalid(
                 "client",
@@ -86,13 +95,15 @@ impl Transport {
         // Requests are small and answered at once: Nagle's delay would only add latency.
         tcp.set_nodelay(true);
         tcp.set_keepalive(Some(TCP_KEEPALIVE));
-        // The connector sees `https://` URLs too when TLS wraps it.
-        tcp.enforce_http(false);
-        let pool = Pool::builder(TokioExecutor::new())
-            // Idle connections are closed after 90 s (the default) by this timer;
-            // without one they would only be checked when taken from the pool.
-            .pool_timer(TokioTimer::new())
-            .build(connector(tcp)?);
+        let mut builder = HyperClient::builder(TokioExecutor::new());
+        // Idle connections are closed after 90 s (the default) by this timer; without
+        // one they would only be checked when taken from the pool.
+        builder.pool_timer(TokioTimer::new());
+        let pool = if tls {
+            tls_pool(&builder, tcp)?
+        } else {
+            Pool::Plain(builder.build(tcp))
+        };
         Ok(Transport { pool, user_agent })
     }
 
@@ -119,7 +130,12 @@ impl Transport {
             .body(body)
             .map_err(|e| TransportError::new(TransportErrorKind::Broken, e))?;
         let exchange = async {
-            let res = self.pool.request(request).await.map_err(|e| {
+            let answer = match &self.pool {
+                Pool::Plain(pool) => pool.request(request),
+                #[cfg(feature = "rustls")]
+                Pool::Tls(pool) => pool.request(request),
+            };
+            let res = answer.await.map_err(|e| {
                 let kind = if e.is_connect() {
                     TransportErrorKind::Connect
                 } else {
@@ -150,8 +166,10 @@ impl Transport {
 }
 
 #[cfg(feature = "rustls")]
-fn connector(tcp: HttpConnector) -> Result<Connector> {
+fn tls_pool(builder: &hyper_util::client::legacy::Builder, mut tcp: HttpConnector) -> Result<Pool> {
     use std::sync::Arc;
+    // The connector sees `https://` URLs too when TLS wraps it.
+    tcp.enforce_http(false);
     // The process's chosen crypto provider if it installed one, else aws-lc-rs (as
     // reqwest chose); certificates checked by the platform's verifier.
     let provider = rustls::crypto::CryptoProvider::get_default()
@@ -160,12 +178,16 @@ fn connector(tcp: HttpConnector) -> Result<Connector> {
     let tls = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_platform_verifier(provider)
         .map_err(|e| Error::invalid("client", format!("TLS could not be set up: {e}")))?;
-    Ok(tls.https_or_http().enable_http1().wrap_connector(tcp))
+    let connector = tls.https_or_http().enable_http1().wrap_connector(tcp);
+    Ok(Pool::Tls(builder.build(connector)))
 }
 
 #[cfg(not(feature = "rustls"))]
-fn connector(tcp: HttpConnector) -> Result<Connector> {
-    Ok(tcp)
+fn tls_pool(_: &hyper_util::client::legacy::Builder, _: HttpConnector) -> Result<Pool> {
+    Err(Error::invalid(
+        "client",
+        "an https:// URL needs TLS, and this build has none (the `rustls` feature)",
+    ))
 }
 
 /// Whether this build can reach a broker at a URL of `scheme`.
