@@ -109,26 +109,22 @@ impl Transport {
 
     /// Sends `req` and reads its whole answer, or fails within `req.limit`.
     pub async fn send(&self, req: Request<'_>) -> std::result::Result<Response, TransportError> {
-        let mut builder = hyper::Request::builder()
-            .method(req.method)
-            .uri(req.uri)
-            .header(USER_AGENT, self.user_agent.clone());
-        if let Some(auth) = req.auth {
-            builder = builder.header(AUTHORIZATION, auth);
-        }
         let body = match req.body {
-            Some(b) => {
-                builder =
-                    builder.header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                // Rendered once by the caller; every attempt sends the same bytes.
-                Full::new(b.clone())
-            }
+            // Rendered once by the caller; every attempt sends the same bytes.
+            Some(b) => Full::new(b.clone()),
             None => Full::new(Bytes::new()),
         };
-        // The parts were checked when they were made (the URI, the header values).
-        let request = builder
-            .body(body)
-            .map_err(|e| TransportError::new(TransportErrorKind::Broken, e))?;
+        let mut request = hyper::Request::new(body);
+        *request.method_mut() = req.method;
+        *request.uri_mut() = req.uri;
+        let headers = request.headers_mut();
+        headers.insert(USER_AGENT, self.user_agent.clone());
+        if let Some(auth) = req.auth {
+            headers.insert(AUTHORIZATION, auth);
+        }
+        if req.body.is_some() {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
         let exchange = async {
             let answer = match &self.pool {
                 Pool::Plain(pool) => pool.request(request),
