@@ -179,10 +179,15 @@ impl Writer {
     ) -> (Writer, WriterThread) {
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>(QUEUE_CAPACITY);
         let stats = Arc::new(WriterStats::default());
+        // Counted before the writer starts, not on its thread: the broker's stats are
+        // read as soon as `start` returns (a restarted broker's stored bytes were read
+        // as 0 when the thread had not yet counted them).
+        let live = count_live(&db);
+        stats.live_bytes.store(live, Ordering::Relaxed);
         let thread_stats = stats.clone();
         let handle = thread::Builder::new()
             .name("queen-writer".into())
-            .spawn(move || run(db, clock, wakers, rx, thread_stats, cap))
+            .spawn(move || run(db, clock, wakers, rx, thread_stats, cap, live))
             .expect("spawn the writer thread");
         (Writer { tx, stats }, WriterThread(Some(handle)))
     }
@@ -237,9 +242,8 @@ fn run(
     mut rx: mpsc::Receiver<Box<dyn Job>>,
     stats: Arc<WriterStats>,
     cap: Option<u64>,
+    mut live: u64,
 ) {
-    let mut live = count_live(&db);
-    stats.live_bytes.store(live, Ordering::Relaxed);
     // Caches and indexes of this writer alone (see `store::Memory`).
     let mut memory = Memory::default();
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
