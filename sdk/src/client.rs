@@ -15,7 +15,7 @@ use tracing::Instrument;
 use crate::auth::{Auth, TokenProvider};
 use crate::error::{Capability, Error, Result};
 use crate::retry::RetryPolicy;
-use crate::transport::{self, Request, Transport};
+use crate::transport::{Request, Transport};
 use crate::validate;
 use url::Url;
 
@@ -651,7 +651,7 @@ struct Base {
 
 impl Base {
     /// Parses a base URL given to the builder; only `http://` and `https://` are taken
-    /// (`https://` with the `rustls` feature).
+    /// (whether this build speaks TLS is the transport's to say, when its pool is made).
     fn parse(text: &str) -> Result<Base> {
         let refuse = |why: String| Error::invalid("client", format!("{text:?} {why}"));
         let url = Url::parse(text).map_err(|e| refuse(format!("is not a URL: {e}")))?;
@@ -660,11 +660,6 @@ impl Base {
             "https" => Scheme::HTTPS,
             _ => return Err(refuse("is not an http(s) URL".into())),
         };
-        if !transport::speaks(url.scheme()) {
-            return Err(refuse(
-                "needs TLS, and this build has none (the `rustls` feature)".into(),
-            ));
-        }
         if url.query().is_some() || url.fragment().is_some() {
             return Err(refuse(
                 "has a query or fragment; a base URL takes neither".into(),
@@ -795,18 +790,16 @@ mod tests {
         );
         // An IPv6 host keeps its brackets; a default port is left out; a host is
         // lower-cased, an international one written in punycode.
-        assert_eq!(
-            url_of("http://[::1]:6632", "/health", &[]),
-            "http://[::1]:6632/health"
-        );
-        assert_eq!(
-            url_of("http://Queen.Example:80", "/health", &[]),
-            "http://queen.example/health"
-        );
-        assert_eq!(
-            url_of("http://bücher.example", "/health", &[]),
-            "http://xn--bcher-kva.example/health"
-        );
+        for (base, want) in [
+            ("http://[::1]:6632", "http://[::1]:6632/health"),
+            ("http://Queen.Example:80", "http://queen.example/health"),
+            (
+                "http://bücher.example",
+                "http://xn--bcher-kva.example/health",
+            ),
+        ] {
+            assert_eq!(url_of(base, "/health", &[]), want);
+        }
         // The builder drops a trailing `/`; the base's path is kept either way.
         assert_eq!(
             url_of(

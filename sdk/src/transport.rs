@@ -82,7 +82,8 @@ pub(crate) struct Response {
 
 impl Transport {
     /// A pool whose connections take at most `connect_timeout` to open, able to speak
-    /// TLS when `tls` (an `https://` base URL; [`speaks`] said this build can).
+    /// TLS when `tls` (an `https://` base URL); without the `rustls` feature that is
+    /// refused here.
     pub fn new(connect_timeout: Duration, user_agent: &str, tls: bool) -> Result<Transport> {
         let user_agent = HeaderValue::from_str(user_agent).map_err(|_| {
             Error::invalid(
@@ -184,11 +185,6 @@ fn tls_pool(_: &hyper_util::client::legacy::Builder, _: HttpConnector) -> Result
         "client",
         "an https:// URL needs TLS, and this build has none (the `rustls` feature)",
     ))
-}
-
-/// Whether this build can reach a broker at a URL of `scheme`.
-pub(crate) fn speaks(scheme: &str) -> bool {
-    scheme == "http" || (scheme == "https" && cfg!(feature = "rustls"))
 }
 
 /// A failure below HTTP: no connection, no whole answer in time, or a connection that
