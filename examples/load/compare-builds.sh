@@ -44,7 +44,7 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-ba=$(mktemp) an=$(mktemp) bn=$(mktemp) ca=$(mktemp) cb=$(mktemp)
+ba=$(mktemp) an=$(mktemp) bn=$(mktemp) ca=$(mktemp) cb=$(mktemp) wa=$(mktemp) wb=$(mktemp)
 for round in $(seq "$ROUNDS"); do
   a=$(get "a-$round" .throughput) b=$(get "b-$round" .throughput) n=$(get "n-$round" .throughput)
   [ -n "$a" ] && [ -n "$b" ] && echo "$(ratio "$b" "$a")" >>"$ba"
@@ -52,6 +52,8 @@ for round in $(seq "$ROUNDS"); do
   [ -n "$b" ] && [ -n "$n" ] && echo "$(ratio "$b" "$n")" >>"$bn"
   get "a-$round" .cpu_us_per_op >>"$ca"
   get "b-$round" .cpu_us_per_op >>"$cb"
+  get "a-$round" .writer_cpu_us_per_op >>"$wa"
+  get "b-$round" .writer_cpu_us_per_op >>"$wb"
 done
 echo
 echo "queen compare-builds, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $SHAPE raw, $WORKERS workers, $ROUNDS rounds of ${DURATION}s runs"
@@ -61,4 +63,5 @@ echo "B / A       $(summary "$ba")"
 echo "A / noop    $(summary "$an")"
 echo "B / noop    $(summary "$bn")"
 echo "CPU us/op   A $(num "$(median <"$ca")"), B $(num "$(median <"$cb")") (medians)"
-rm -f "$ba" "$an" "$bn" "$ca" "$cb"
+echo "writer us/op A $(num "$(median <"$wa")"), B $(num "$(median <"$wb")") (medians; the serial stage)"
+rm -f "$ba" "$an" "$bn" "$ca" "$cb" "$wa" "$wb"

@@ -62,10 +62,10 @@ echo "each ratio is taken inside one round (its runs back to back), then the med
 echo "noop = the no-op parsing the same body, driven by the same client; noop+pop = the same with the pop's exchange; write p99 = the transaction call's."
 echo
 {
-  echo "shape|mode|ops/s (median)|/ noop|/ noop+pop|write p99 ms (median)|cpu us/op (median)"
+  echo "shape|mode|ops/s (median)|/ noop|/ noop+pop|write p99 ms (median)|cpu us/op (median)|writer us/op (median)"
   for shape in $SHAPES; do
     for mode in raw sdk; do
-      tp=$(mktemp) r1=$(mktemp) r2=$(mktemp) p99=$(mktemp) cpu=$(mktemp)
+      tp=$(mktemp) r1=$(mktemp) r2=$(mktemp) p99=$(mktemp) cpu=$(mktemp) wcpu=$(mktemp)
       for round in $(seq "$ROUNDS"); do
         m=$(get "$mode-$shape-$round" .throughput)
         n=$(get "noop-$mode-$shape-$round" .throughput)
@@ -75,9 +75,10 @@ echo
         [ -n "$m" ] && [ -n "$n2" ] && awk -v a="$m" -v b="$n2" 'BEGIN { if (b > 0) print a / b }' >>"$r2"
         get "$mode-$shape-$round" .commit_latency_ms.p99 >>"$p99"
         get "$mode-$shape-$round" .cpu_us_per_op >>"$cpu"
+        get "$mode-$shape-$round" .writer_cpu_us_per_op >>"$wcpu"
       done
-      echo "$shape|$mode|$(num "$(median <"$tp")")|$(summary "$r1")|$(summary "$r2")|$(awk -v a="$(median <"$p99")" 'BEGIN { if (a == "") print "-"; else printf "%.1f", a }')|$(num "$(median <"$cpu")")"
-      rm -f "$tp" "$r1" "$r2" "$p99" "$cpu"
+      echo "$shape|$mode|$(num "$(median <"$tp")")|$(summary "$r1")|$(summary "$r2")|$(awk -v a="$(median <"$p99")" 'BEGIN { if (a == "") print "-"; else printf "%.1f", a }')|$(num "$(median <"$cpu")")|$(num "$(median <"$wcpu")")"
+      rm -f "$tp" "$r1" "$r2" "$p99" "$cpu" "$wcpu"
     done
   done
 } | column -t -s '|'

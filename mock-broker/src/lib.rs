@@ -42,5 +42,5 @@ pub mod store;
 pub use broker::{MockBroker, MockBrokerBuilder, StartError, Storage};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::Engine;
-pub use engine::writer::StatsSnapshot;
+pub use engine::writer::{StatsSnapshot, WRITER_THREAD};
 pub use error::EngineError;

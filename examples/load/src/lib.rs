@@ -76,7 +76,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail, ensure};
 use clap::{Parser, ValueEnum};
-use queen_mock_broker::{MockBroker, StatsSnapshot};
+use queen_mock_broker::{MockBroker, StatsSnapshot, WRITER_THREAD};
 use queen_sdk::RetryPolicy;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -477,6 +477,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         group_commit: d.group_commit,
         peak_rss_mib: report::peak_rss_mib(),
         cpu_us_per_op: d.cpu_us_per_op,
+        writer_cpu_us_per_op: d.writer_cpu_us_per_op,
         allocs: d.allocs,
     })
 }
@@ -570,6 +571,7 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
     let before = target.stats();
     let allocs_before = alloc_snapshot();
     let cpu_before = report::process_cpu_secs();
+    let writer_before = report::thread_cpu_secs(WRITER_THREAD);
     let deadline = Instant::now() + Duration::from_secs_f64(duration);
     let latencies = Arc::new(Mutex::new(Latencies::new()));
     let workers = spawn(
@@ -583,10 +585,15 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
     tokio::time::sleep_until(deadline).await;
     let after = target.stats();
     let cpu_after = report::process_cpu_secs();
+    let writer_after = report::thread_cpu_secs(WRITER_THREAD);
     let allocs_after = alloc_snapshot();
     let (tally, by_worker) = collect(workers).await?;
     add_reads(&mut read, &by_worker);
     let cpu_us_per_op = match (cpu_before, cpu_after) {
+        (Some(b), Some(a)) if tally.ops > 0 => Some((a - b) * 1e6 / tally.ops as f64),
+        _ => None,
+    };
+    let writer_cpu_us_per_op = match (writer_before, writer_after) {
         (Some(b), Some(a)) if tally.ops > 0 => Some((a - b) * 1e6 / tally.ops as f64),
         _ => None,
     };
@@ -614,6 +621,7 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
         stored,
         group_commit,
         cpu_us_per_op,
+        writer_cpu_us_per_op,
         allocs,
     })
 }
@@ -658,6 +666,8 @@ struct Drive {
     group_commit: Option<GroupCommit>,
     /// Process CPU per operation over the window.
     cpu_us_per_op: Option<f64>,
+    /// The writer thread's CPU per operation over the window (embedded broker).
+    writer_cpu_us_per_op: Option<f64>,
     /// Allocations per operation over the window (`count-allocs` builds).
     allocs: Option<Allocs>,
 }

@@ -302,6 +302,11 @@ pub struct Report {
     /// broker and the load generator, and it is steadier than throughput on a shared
     /// host: a change's effect shows here when the machine's noise hides it in ops/s.
     pub cpu_us_per_op: Option<f64>,
+    /// CPU time the embedded broker's writer thread spent per successful operation
+    /// over the window, in µs (Linux; `None` by `--url`). The writer is the one serial
+    /// stage: with its sync's wait, this bounds the broker's rate whatever the cores
+    /// do, so a change to the writer shows here before it shows in ops/s.
+    pub writer_cpu_us_per_op: Option<f64>,
     /// The process's allocations per successful operation over the window, in a
     /// `count-allocs` build (`None` otherwise).
     pub allocs: Option<Allocs>,
@@ -320,7 +325,31 @@ pub struct Allocs {
 /// The CPU time (user + system, every thread) this process has used, in seconds, from
 /// `/proc/self/stat` (Linux; `None` elsewhere).
 pub fn process_cpu_secs() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    stat_cpu_secs(&std::fs::read_to_string("/proc/self/stat").ok()?)
+}
+
+/// The CPU time (user + system) of this process's threads named `name`, in seconds,
+/// from `/proc/self/task/*/stat` (Linux; `None` elsewhere or when no thread has it).
+pub fn thread_cpu_secs(name: &str) -> Option<f64> {
+    let mut total = None;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let dir = task.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        if let Some(secs) = std::fs::read_to_string(dir.join("stat"))
+            .ok()
+            .and_then(|s| stat_cpu_secs(&s))
+        {
+            *total.get_or_insert(0.0) += secs;
+        }
+    }
+    total
+}
+
+/// utime + stime of one `stat` line of `/proc`, in seconds.
+fn stat_cpu_secs(stat: &str) -> Option<f64> {
     // The command name (field 2) may hold spaces; the fields after it are plain.
     let rest = &stat[stat.rfind(')')? + 2..];
     let mut fields = rest.split_whitespace();
@@ -447,6 +476,12 @@ impl Report {
                 "cpu:          {us:.0} µs of process CPU per operation (user + system, all threads)"
             );
         }
+        if let Some(us) = self.writer_cpu_us_per_op {
+            let _ = writeln!(
+                s,
+                "writer:       {us:.1} µs of the writer thread's CPU per operation (the serial stage)"
+            );
+        }
         if let Some(a) = self.allocs {
             let _ = writeln!(
                 s,
@@ -458,5 +493,40 @@ impl Report {
             let _ = writeln!(s, "memory:       peak RSS {mib:.0} MiB (whole process)");
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_thread_is_found_by_its_name_and_its_cpu_counted() {
+        assert_eq!(thread_cpu_secs("no-such-thread"), None);
+        let spinner = std::thread::Builder::new()
+            .name("load-spinner".into())
+            .spawn(|| {
+                // Spin until /proc shows at least two ticks of this thread's CPU.
+                let until = Instant::now() + Duration::from_secs(10);
+                let mut x = 0u64;
+                while Instant::now() < until {
+                    x = x.wrapping_add(std::hint::black_box(1));
+                    if thread_cpu_secs("load-spinner").is_some_and(|s| s >= 0.02) {
+                        return Some(x);
+                    }
+                }
+                None
+            })
+            .unwrap();
+        assert!(
+            spinner.join().unwrap().is_some(),
+            "the spinning thread's CPU never showed"
+        );
+        let process = process_cpu_secs().expect("this process's CPU");
+        assert!(
+            process >= 0.02,
+            "the process holds its threads' CPU: {process}"
+        );
     }
 }

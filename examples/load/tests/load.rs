@@ -116,6 +116,19 @@ fn embedded(shape: &str, mode: &str) -> Value {
     );
     assert!(g["batches_per_s"].as_f64().unwrap() > 0.0, "{r:#}");
     assert!(g["average_batch"].as_f64().unwrap() >= 1.0, "{r:#}");
+    // The writer thread is found by its name and is part of the process.
+    let (writer, all) = (
+        r["writer_cpu_us_per_op"].as_f64(),
+        r["cpu_us_per_op"].as_f64(),
+    );
+    let (writer, all) = (
+        writer.unwrap_or_else(|| panic!("no writer CPU: {r:#}")),
+        all.unwrap_or_else(|| panic!("no process CPU: {r:#}")),
+    );
+    assert!(
+        (0.0..=all).contains(&writer),
+        "the writer's CPU is a share of the process's: {r:#}"
+    );
     r
 }
 
@@ -132,6 +145,7 @@ fn push_kv_embedded_and_against_the_noop() {
         assert_eq!(r["prefilled"], 0, "push-kv reads nothing: {r:#}");
         let r = report(&["--shape", "push-kv", "--mode", mode, "--against-noop"]);
         assert_eq!(r["target"], "noop");
+        assert!(r["writer_cpu_us_per_op"].is_null(), "no writer: {r:#}");
     }
 }
 
@@ -334,6 +348,7 @@ fn text_output_names_the_figures() {
         "latency:",
         "errors:       0",
         "group commit:",
+        "writer:",
     ] {
         assert!(out.contains(label), "no {label:?} in:\n{out}");
     }

@@ -45,6 +45,10 @@ const MAX_BATCH: usize = 1024;
 /// again (a write of the reserve's size: cheap next to a second of refused writes).
 const RESERVE_RETRY: Duration = Duration::from_secs(1);
 
+/// The writer thread's name, as the OS shows it (`/proc/<pid>/task/*/comm`, `top -H`,
+/// perf's `comm`): how a profile or a load generator finds the serial stage.
+pub const WRITER_THREAD: &str = "queen-writer";
+
 /// Commands that may wait for the writer before callers are told to back off (429).
 pub const QUEUE_CAPACITY: usize = 16_384;
 
@@ -186,7 +190,7 @@ impl Writer {
         stats.live_bytes.store(live, Ordering::Relaxed);
         let thread_stats = stats.clone();
         let handle = thread::Builder::new()
-            .name("queen-writer".into())
+            .name(WRITER_THREAD.into())
             .spawn(move || run(db, clock, wakers, rx, thread_stats, cap, live))
             .expect("spawn the writer thread");
         (Writer { tx, stats }, WriterThread(Some(handle)))
