@@ -303,9 +303,10 @@ pub struct Report {
     /// host: a change's effect shows here when the machine's noise hides it in ops/s.
     pub cpu_us_per_op: Option<f64>,
     /// CPU time the embedded broker's writer thread spent per successful operation
-    /// over the window, in µs (Linux; `None` by `--url`). The writer is the one serial
-    /// stage: with its sync's wait, this bounds the broker's rate whatever the cores
-    /// do, so a change to the writer shows here before it shows in ops/s.
+    /// over the window, in µs (Linux; `None` by `--url` and against the no-op, which
+    /// have no writer in this process). The writer is the one serial stage: with its
+    /// sync's wait, this bounds the broker's rate whatever the cores do, so a change
+    /// to the writer shows here before it shows in ops/s.
     pub writer_cpu_us_per_op: Option<f64>,
     /// The process's allocations per successful operation over the window, in a
     /// `count-allocs` build (`None` otherwise).

@@ -49,6 +49,10 @@ const RESERVE_RETRY: Duration = Duration::from_secs(1);
 /// perf's `comm`): how a profile or a load generator finds the serial stage.
 pub const WRITER_THREAD: &str = "queen-writer";
 
+// Linux keeps 15 bytes of a thread's name: a longer one would show cut short, and
+// nothing looking for this name would find the thread.
+const _: () = assert!(WRITER_THREAD.len() <= 15);
+
 /// Commands that may wait for the writer before callers are told to back off (429).
 pub const QUEUE_CAPACITY: usize = 16_384;
 
