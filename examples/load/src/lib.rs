@@ -589,14 +589,8 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
     let allocs_after = alloc_snapshot();
     let (tally, by_worker) = collect(workers).await?;
     add_reads(&mut read, &by_worker);
-    let cpu_us_per_op = match (cpu_before, cpu_after) {
-        (Some(b), Some(a)) if tally.ops > 0 => Some((a - b) * 1e6 / tally.ops as f64),
-        _ => None,
-    };
-    let writer_cpu_us_per_op = match (writer_before, writer_after) {
-        (Some(b), Some(a)) if tally.ops > 0 => Some((a - b) * 1e6 / tally.ops as f64),
-        _ => None,
-    };
+    let cpu_us_per_op = us_per_op(cpu_before, cpu_after, tally.ops);
+    let writer_cpu_us_per_op = us_per_op(writer_before, writer_after, tally.ops);
     let allocs = match (allocs_before, allocs_after) {
         (Some((n0, b0)), Some((n1, b1))) if tally.ops > 0 => Some(Allocs {
             per_op: (n1 - n0) as f64 / tally.ops as f64,
@@ -624,6 +618,15 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
         writer_cpu_us_per_op,
         allocs,
     })
+}
+
+/// CPU seconds read before and after the window, as µs per operation (`None` when
+/// either reading is missing or nothing completed).
+fn us_per_op(before: Option<f64>, after: Option<f64>, ops: u64) -> Option<f64> {
+    match (before, after) {
+        (Some(b), Some(a)) if ops > 0 => Some((a - b) * 1e6 / ops as f64),
+        _ => None,
+    }
 }
 
 /// The process's allocations and bytes so far, in a `count-allocs` build.
