@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use crate::invariant::Invariant;
 use crate::report::{Counterexample, Verdict};
-use crate::run::{RunOutcome, Setup, Stop, WorkerFn, WorkerFuture, run_one};
+use crate::run::{RunOutcome, RunSpec, Stop, WorkerFn, WorkerFuture, run_one};
 use crate::schedule::{FaultPlan, Schedule};
 
 /// The environment variable read by [`WorkerCheck::schedules_from_env`].
@@ -460,14 +460,14 @@ impl WorkerCheck {
         self
     }
 
-    fn setup(&self) -> Arc<Setup> {
+    fn spec(&self) -> Arc<RunSpec> {
         let mut inputs = self.inputs.clone();
         for (n, i) in inputs.iter_mut().enumerate() {
             if i.transaction_id.is_empty() {
                 i.transaction_id = format!("input-{n}");
             }
         }
-        Arc::new(Setup {
+        Arc::new(RunSpec {
             worker: Arc::clone(&self.worker),
             inputs,
             invariants: self.invariants.clone(),
@@ -550,7 +550,7 @@ impl WorkerCheck {
     /// ```
     pub fn run_blocking(&self) -> Verdict {
         let rt = runtime();
-        let setup = self.setup();
+        let spec = self.spec();
         let strategy = Schedule::strategy(&self.plan());
         let mut runner = self.runner();
         let started = Instant::now();
@@ -559,7 +559,7 @@ impl WorkerCheck {
             let mut tree = Schedule::draw(&strategy, &mut runner);
             let schedule = tree.current();
             schedules += 1;
-            let outcome = rt.block_on(run_one(Arc::clone(&setup), schedule.clone()));
+            let outcome = rt.block_on(run_one(Arc::clone(&spec), schedule.clone()));
             faults_hit += outcome.faults_hit;
             let Some(violation) = outcome.violation.clone() else {
                 continue;
@@ -572,7 +572,7 @@ impl WorkerCheck {
                 while runs < self.max_shrink_runs {
                     runs += 1;
                     let candidate = tree.current();
-                    let o = rt.block_on(run_one(Arc::clone(&setup), candidate.clone()));
+                    let o = rt.block_on(run_one(Arc::clone(&spec), candidate.clone()));
                     let same = o
                         .violation
                         .as_ref()
@@ -596,7 +596,7 @@ impl WorkerCheck {
                 faults.remove(i);
                 let candidate = Schedule::from(faults);
                 runs += 1;
-                let o = rt.block_on(run_one(Arc::clone(&setup), candidate.clone()));
+                let o = rt.block_on(run_one(Arc::clone(&spec), candidate.clone()));
                 if o.violation
                     .as_ref()
                     .is_some_and(|v| v.invariant == violation.invariant)
@@ -657,7 +657,7 @@ impl WorkerCheck {
     /// ```
     pub fn replay_blocking(&self, schedule: Schedule) -> Verdict {
         let started = Instant::now();
-        let o = runtime().block_on(run_one(self.setup(), schedule.clone()));
+        let o = runtime().block_on(run_one(self.spec(), schedule.clone()));
         Verdict {
             seed: self.seed,
             schedules: 1,

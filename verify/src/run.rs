@@ -70,7 +70,7 @@ impl Future for Stop {
 }
 
 /// What one run needs, shared by every run of a check.
-pub(crate) struct Setup {
+pub(crate) struct RunSpec {
     pub worker: WorkerFn,
     pub inputs: Vec<Input>,
     pub invariants: Vec<Invariant>,
@@ -264,15 +264,15 @@ struct Replica {
 }
 
 impl Replica {
-    fn start(setup: &Setup, url: &str, index: usize) -> Replica {
+    fn start(spec: &RunSpec, url: &str, index: usize) -> Replica {
         let client = Client::builder()
             .url(url)
             .user_agent(format!("{REPLICA_AGENT}{index}"))
-            .retry(setup.retry.clone())
+            .retry(spec.retry.clone())
             .build()
             .expect("a client for the in-process broker");
         let (tx, rx) = oneshot::channel();
-        let handle = tokio::spawn((setup.worker)(client, Stop { rx }));
+        let handle = tokio::spawn((spec.worker)(client, Stop { rx }));
         Replica {
             index,
             handle,
@@ -315,15 +315,15 @@ fn set_hook(broker: &MockBroker, epoch: u32, control: &Arc<Control>) {
 }
 
 /// Whether the worker's group has acknowledged every input.
-fn all_acked(broker: &MockBroker, setup: &Setup) -> bool {
+fn all_acked(broker: &MockBroker, spec: &RunSpec) -> bool {
     let mut per: BTreeMap<(&str, &str), u64> = BTreeMap::new();
-    for i in &setup.inputs {
+    for i in &spec.inputs {
         *per.entry((&i.queue, &i.partition)).or_default() += 1;
     }
     per.into_iter().all(|((q, p), n)| {
         broker
             .inspect()
-            .cursor(q, p, &setup.group)
+            .cursor(q, p, &spec.group)
             .ok()
             .flatten()
             .is_some_and(|c| c.next_offset >= n)
@@ -342,7 +342,7 @@ fn setup_failure(what: String) -> RunOutcome {
 }
 
 /// Runs the worker under `schedule` on a fresh broker and checks the invariants.
-pub(crate) async fn run_one(setup: Arc<Setup>, schedule: Schedule) -> RunOutcome {
+pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcome {
     let dir = match tempfile::tempdir() {
         Ok(d) => d,
         Err(e) => return setup_failure(format!("a temporary directory: {e}")),
@@ -358,14 +358,14 @@ pub(crate) async fn run_one(setup: Arc<Setup>, schedule: Schedule) -> RunOutcome
     let admin = match Client::builder()
         .url(&url)
         .user_agent(SETUP_AGENT)
-        .retry(setup.retry.clone())
+        .retry(spec.retry.clone())
         .build()
     {
         Ok(c) => c,
         Err(e) => return setup_failure(e.to_string()),
     };
-    if !setup.inputs.is_empty() {
-        let items = setup
+    if !spec.inputs.is_empty() {
+        let items = spec
             .inputs
             .iter()
             .map(|i| {
@@ -383,8 +383,8 @@ pub(crate) async fn run_one(setup: Arc<Setup>, schedule: Schedule) -> RunOutcome
     let control = Arc::new(Control {
         schedule,
         clock: clock.clone(),
-        jump: setup.lease + Duration::from_secs(1),
-        hold: setup.hold,
+        jump: spec.lease + Duration::from_secs(1),
+        hold: spec.hold,
         armed: AtomicBool::new(true),
         book: Mutex::default(),
         actions,
@@ -392,8 +392,8 @@ pub(crate) async fn run_one(setup: Arc<Setup>, schedule: Schedule) -> RunOutcome
     let mut epoch = 0;
     set_hook(&broker, epoch, &control);
     control.touch();
-    let mut replicas: Vec<Replica> = (0..setup.replicas.max(1))
-        .map(|i| Replica::start(&setup, &url, i))
+    let mut replicas: Vec<Replica> = (0..spec.replicas.max(1))
+        .map(|i| Replica::start(&spec, &url, i))
         .collect();
 
     let started = Instant::now();
@@ -405,7 +405,7 @@ pub(crate) async fn run_one(setup: Arc<Setup>, schedule: Schedule) -> RunOutcome
                     if let Some(rep) = replicas.iter_mut().find(|x| x.index == r) {
                         rep.handle.abort();
                         let _ = (&mut rep.handle).await;
-                        *rep = Replica::start(&setup, &url, r);
+                        *rep = Replica::start(&spec, &url, r);
                         control.event(Event::WorkerRestart { replica: r });
                     }
                 }
@@ -442,19 +442,19 @@ pub(crate) async fn run_one(setup: Arc<Setup>, schedule: Schedule) -> RunOutcome
                 });
             }
         }
-        if all_acked(&broker, &setup) {
+        if all_acked(&broker, &spec) {
             break;
         }
-        if started.elapsed() > setup.run_timeout {
+        if started.elapsed() > spec.run_timeout {
             timed_out = true;
             break;
         }
         // The worker waits on something only time brings (a lease to lapse after a
         // lost answer or a killed worker): move the broker's clock past the lease.
-        if control.idle_for() > setup.idle && control.in_flight() == 0 {
-            clock.advance(setup.lease + Duration::from_secs(1));
+        if control.idle_for() > spec.idle && control.in_flight() == 0 {
+            clock.advance(spec.lease + Duration::from_secs(1));
             control.event(Event::ClockJump {
-                secs: setup.lease.as_secs() + 1,
+                secs: spec.lease.as_secs() + 1,
                 why: "the worker is idle with inputs unacknowledged".into(),
             });
             control.touch();
@@ -497,7 +497,7 @@ pub(crate) async fn run_one(setup: Arc<Setup>, schedule: Schedule) -> RunOutcome
     }
 
     // The invariants, over the stored state.
-    let mut queues: Vec<&str> = setup.inputs.iter().map(|i| i.queue.as_str()).collect();
+    let mut queues: Vec<&str> = spec.inputs.iter().map(|i| i.queue.as_str()).collect();
     queues.sort_unstable();
     queues.dedup();
     let mut dead = Vec::new();
@@ -515,11 +515,11 @@ pub(crate) async fn run_one(setup: Arc<Setup>, schedule: Schedule) -> RunOutcome
     }
     let state = State {
         broker: &broker,
-        inputs: &setup.inputs,
-        group: &setup.group,
+        inputs: &spec.inputs,
+        group: &spec.group,
         dead: &dead,
     };
-    let mut violation = setup.invariants.iter().find_map(|inv| {
+    let mut violation = spec.invariants.iter().find_map(|inv| {
         inv.check(&state).err().map(|detail| Violation {
             invariant: inv.name().to_string(),
             detail,
@@ -530,7 +530,7 @@ pub(crate) async fn run_one(setup: Arc<Setup>, schedule: Schedule) -> RunOutcome
             invariant: "every input acknowledged".into(),
             detail: format!(
                 "the worker had not acknowledged every input after {:?}",
-                setup.run_timeout
+                spec.run_timeout
             ),
         });
     }
