@@ -20,13 +20,15 @@ use std::time::{Duration, Instant};
 
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use queen_sdk::{Client, QUEUE_MODE, RetryPolicy};
+use queen_sdk::{Client, QUEUE_MODE, RetryPolicy, Ttl};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::invariant::Invariant;
 use crate::report::{Counterexample, Verdict};
-use crate::run::{RunOutcome, RunSpec, Stop, WorkerFn, WorkerFuture, run_one};
+use crate::run::{
+    RunOutcome, RunSpec, SetupFn, SetupFuture, SetupStep, Stop, WorkerFn, WorkerFuture, run_one,
+};
 use crate::schedule::{FaultPlan, Schedule};
 
 /// The environment variable read by [`WorkerCheck::schedules_from_env`].
@@ -129,6 +131,21 @@ impl<T: Send + 'static, E: fmt::Display + Send + 'static> WorkerResult for Resul
     }
 }
 
+/// The error a [`WorkerCheck::setup`] hook answers: any error, which `?` converts (a
+/// [`queen_sdk::Error`], a `serde_json::Error`, ...), or a message (`Err("...".into())`).
+/// The run then fails as a setup failure
+/// ([`Violation::is_setup_failure`](crate::Violation::is_setup_failure)) whose detail is
+/// this error's text.
+///
+/// ```
+/// use queen_verify::SetupError;
+/// let e: SetupError = "no stock row for sku-1".into();
+/// assert_eq!(e.to_string(), "no stock row for sku-1");
+/// let parsed: Result<u32, SetupError> = "ten".parse::<u32>().map_err(Into::into);
+/// assert!(parsed.is_err());
+/// ```
+pub type SetupError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Proves a worker exactly-once under faults: runs it under many seeded fault
 /// schedules, each on a fresh in-process broker, checks the invariants after each, and
 /// shrinks the first failing schedule to a minimal one.
@@ -176,6 +193,7 @@ impl<T: Send + 'static, E: fmt::Display + Send + 'static> WorkerResult for Resul
 #[derive(Clone)]
 pub struct WorkerCheck {
     worker: WorkerFn,
+    setup: Vec<SetupStep>,
     inputs: Vec<Input>,
     invariants: Vec<Invariant>,
     group: String,
@@ -194,7 +212,14 @@ pub struct WorkerCheck {
 
 impl fmt::Debug for WorkerCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rows = self
+            .setup
+            .iter()
+            .filter(|s| matches!(s, SetupStep::KvRow { .. }))
+            .count();
         f.debug_struct("WorkerCheck")
+            .field("kv_rows", &rows)
+            .field("setup_hooks", &(self.setup.len() - rows))
             .field("inputs", &self.inputs.len())
             .field("invariants", &self.invariants)
             .field("group", &self.group)
@@ -207,8 +232,9 @@ impl fmt::Debug for WorkerCheck {
 }
 
 impl WorkerCheck {
-    /// A check of `worker`: no inputs, no invariants, the default [`FaultPlan`], 100
-    /// schedules from seed 0, 2 replicas, a 60 s lease, the competing consumers' group.
+    /// A check of `worker`: no initial state, no inputs, no invariants, the default
+    /// [`FaultPlan`], 100 schedules from seed 0, 2 replicas, a 60 s lease, the competing
+    /// consumers' group.
     ///
     /// ```
     /// let check = queen_verify::WorkerCheck::new(|_client, stop| async move { stop.await });
@@ -226,6 +252,7 @@ impl WorkerCheck {
         });
         WorkerCheck {
             worker,
+            setup: Vec::new(),
             inputs: Vec::new(),
             invariants: Vec::new(),
             group: QUEUE_MODE.to_string(),
@@ -245,6 +272,99 @@ impl WorkerCheck {
                 .jitter(false),
             max_shrink_runs: 48,
         }
+    }
+
+    /// Seeds the KV row `ns/key` with `value` (serialized with serde) for `ttl`, before
+    /// the inputs are pushed: the state a worker expects to find, such as the stock an
+    /// inventory worker reserves from.
+    ///
+    /// Like every step of the initial state it is written once per run, on the fresh
+    /// broker, by the verifier's own client: never faulted, not counted in the
+    /// schedule's call numbers, and kept (not written again) across a simulated broker
+    /// restart, as a durable row is. Rows and [`WorkerCheck::setup`] hooks run in the
+    /// order given. A `ttl` counts on the broker's clock, which a run moves forward by
+    /// the lease and a second at each lease expiry and idle wait: give [`Ttl::Forever`]
+    /// to a row that must outlive the run. A row the broker refuses fails the run as a
+    /// setup failure ([`Violation::is_setup_failure`](crate::Violation::is_setup_failure)).
+    ///
+    /// # Panics
+    /// If `value` does not serialize to JSON (a map with non-string keys).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use queen_sdk::Ttl;
+    /// use queen_verify::{Invariant, WorkerCheck};
+    /// use serde_json::json;
+    ///
+    /// let check = WorkerCheck::new(|_client, stop| async move { stop.await })
+    ///     .kv_row("stock", "sku-1", &10, Ttl::Forever)
+    ///     .kv_row("catalog", "sku-1", &json!({"name": "mug"}), Ttl::days(30))
+    ///     .invariant(Invariant::kv_equals("stock", "sku-1", json!(10)));
+    /// assert!(check.replay(Default::default()).await.passed());
+    /// # }
+    /// ```
+    pub fn kv_row<T: Serialize + ?Sized>(
+        mut self,
+        ns: impl Into<String>,
+        key: impl Into<String>,
+        value: &T,
+        ttl: impl Into<Ttl>,
+    ) -> Self {
+        self.setup.push(SetupStep::KvRow {
+            ns: ns.into(),
+            key: key.into(),
+            value: serde_json::to_value(value).expect("a KV row's value serializes to JSON"),
+            ttl: ttl.into(),
+        });
+        self
+    }
+
+    /// Runs `hook` against each run's fresh broker before the inputs are pushed and
+    /// before any fault is armed: the general form of [`WorkerCheck::kv_row`], for
+    /// initial state that takes more than a row (a batch of rows, a lock, a timer, a
+    /// message on a queue the worker reads from but that is not an input).
+    ///
+    /// `hook` is given the verifier's own [`Client`] for the broker. Its calls are never
+    /// faulted and are not counted in the schedule's call numbers (even if it keeps the
+    /// client and calls later), so `transaction#1:lease-expiry` names the worker's
+    /// first step with or without a setup. It runs once per run (every schedule, every
+    /// replay and every shrinking run alike, in the order given among the other hooks
+    /// and rows), and not again after a simulated broker restart, which keeps what it
+    /// wrote on the file. An error it answers, a panic, or not finishing within
+    /// [`WorkerCheck::run_timeout`] fails the run as a setup failure
+    /// ([`Violation::is_setup_failure`](crate::Violation::is_setup_failure)) that names
+    /// the hook and says why; such a failure is reported at once, without shrinking.
+    /// Messages it pushes are not inputs: a run ends when the worker has acknowledged
+    /// the [`WorkerCheck::input`]s.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use queen_sdk::{Client, Ttl};
+    /// use queen_verify::{Invariant, WorkerCheck};
+    /// use serde_json::json;
+    ///
+    /// let check = WorkerCheck::new(|_client, stop| async move { stop.await })
+    ///     .setup(|client: Client| async move {
+    ///         let kv = client.kv();
+    ///         for (sku, n) in [("sku-1", 10), ("sku-2", 3)] {
+    ///             kv.put("stock", sku, &n, Ttl::Forever).await?;
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .invariant(Invariant::kv_equals("stock", "sku-2", json!(3)));
+    /// assert!(check.replay(Default::default()).await.passed());
+    /// # }
+    /// ```
+    pub fn setup<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(Client) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), SetupError>> + Send + 'static,
+    {
+        let hook: SetupFn = Arc::new(move |client| -> SetupFuture { Box::pin(hook(client)) });
+        self.setup.push(SetupStep::Hook(hook));
+        self
     }
 
     /// Pushes `input` before the worker starts (inputs are pushed in the order given).
@@ -469,6 +589,7 @@ impl WorkerCheck {
         }
         Arc::new(RunSpec {
             worker: Arc::clone(&self.worker),
+            setup: self.setup.clone(),
             inputs,
             invariants: self.invariants.clone(),
             group: self.group.clone(),
@@ -565,10 +686,12 @@ impl WorkerCheck {
                 continue;
             };
             // Shrink: proptest's walk; a candidate counts as failing only if it breaks
-            // the same invariant.
+            // the same invariant. A setup failure came before any fault: no schedule
+            // is smaller.
+            let shrink = !violation.is_setup_failure();
             let mut best: (Schedule, RunOutcome) = (schedule.clone(), outcome);
             let mut runs = 0;
-            if tree.simplify() {
+            if shrink && tree.simplify() {
                 while runs < self.max_shrink_runs {
                     runs += 1;
                     let candidate = tree.current();
@@ -590,7 +713,7 @@ impl WorkerCheck {
             // Then one fault at a time: a proptest walk can stop early (a removal that
             // passed once by timing ends it), and single removals are cheap to try.
             let mut i = best.0.len();
-            while i > 0 && runs < self.max_shrink_runs {
+            while shrink && i > 0 && runs < self.max_shrink_runs {
                 i -= 1;
                 let mut faults = best.0.faults().to_vec();
                 faults.remove(i);

@@ -115,7 +115,7 @@ mod report;
 mod run;
 mod schedule;
 
-pub use check::{Input, SCHEDULES_VAR, WorkerCheck, WorkerResult};
+pub use check::{Input, SCHEDULES_VAR, SetupError, WorkerCheck, WorkerResult};
 pub use invariant::{Invariant, State};
 pub use report::{Counterexample, Event, TraceCall, TraceEntry, Verdict, Violation};
 pub use run::Stop;

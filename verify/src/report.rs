@@ -7,6 +7,11 @@ use std::time::Duration;
 
 use crate::schedule::{Fault, Route, Schedule};
 
+/// The name under which a run that could not be set up is reported: the broker did not
+/// start, the initial state (KV rows, setup hooks) could not be written, or the inputs
+/// could not be pushed.
+pub(crate) const SETUP_FAILED: &str = "the run could be set up";
+
 /// An invariant that did not hold at the end of a run.
 ///
 /// ```
@@ -19,6 +24,29 @@ pub struct Violation {
     pub invariant: String,
     /// What was wrong.
     pub detail: String,
+}
+
+impl Violation {
+    /// Whether the run never got to the worker: the broker did not start, a KV row of
+    /// [`WorkerCheck::kv_row`](crate::WorkerCheck::kv_row) or a
+    /// [`WorkerCheck::setup`](crate::WorkerCheck::setup) hook failed (its error is the
+    /// detail), or the inputs could not be pushed. Such a failure happens before any
+    /// fault is armed, so it is not shrunk.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use queen_verify::WorkerCheck;
+    /// let check = WorkerCheck::new(|_client, stop| async move { stop.await })
+    ///     .setup(|_client| async move { Err("the catalogue is empty".into()) });
+    /// let c = check.replay(Default::default()).await.counterexample.expect("setup failed");
+    /// assert!(c.violation.is_setup_failure());
+    /// assert_eq!(c.violation.detail, "setup hook 1 failed: the catalogue is empty");
+    /// # }
+    /// ```
+    pub fn is_setup_failure(&self) -> bool {
+        self.invariant == SETUP_FAILED
+    }
 }
 
 impl fmt::Display for Violation {
@@ -65,7 +93,18 @@ pub struct TraceCall {
 /// assert_eq!(jump.to_string(), "-- clock +61 s: idle");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
+    /// The run's initial state was written (before the inputs, before any fault; its
+    /// calls are neither faulted nor counted).
+    Setup {
+        /// KV rows seeded with [`WorkerCheck::kv_row`](crate::WorkerCheck::kv_row).
+        kv_rows: usize,
+        /// Hooks run, given with [`WorkerCheck::setup`](crate::WorkerCheck::setup).
+        hooks: usize,
+        /// How long it took.
+        took: Duration,
+    },
     /// The broker's clock moved forward.
     ClockJump {
         /// By how many seconds.
@@ -121,6 +160,15 @@ impl fmt::Display for TraceEntry {
                     c.method, c.path
                 )
             }
+            TraceEntry::Event(Event::Setup {
+                kv_rows,
+                hooks,
+                took,
+            }) => write!(
+                f,
+                "-- set up before any fault ({kv_rows} KV row(s), {hooks} hook(s), {} ms; its calls not counted)",
+                took.as_millis()
+            ),
             TraceEntry::Event(Event::ClockJump { secs, why }) => {
                 write!(f, "-- clock +{secs} s: {why}")
             }
@@ -228,6 +276,15 @@ impl Counterexample {
 
 impl fmt::Display for Counterexample {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.violation.is_setup_failure() {
+            writeln!(f, "the run could not be set up (the worker never started):")?;
+            writeln!(f, "  {}", self.violation.detail)?;
+            return writeln!(
+                f,
+                "seed {:#x}, schedule {} of the run: {} (not shrunk: the setup comes before any fault)",
+                self.seed, self.case, self.original
+            );
+        }
         writeln!(f, "invariant broken: {}", self.violation.invariant)?;
         writeln!(f, "  {}", self.violation.detail)?;
         writeln!(

@@ -9,6 +9,13 @@
 //! fault for that ordinal, and records the call and its status in the trace that a
 //! report prints. Acts that cannot happen inside a request (restarting the broker or a
 //! worker) are sent to the run's loop, which owns both.
+//!
+//! The run's initial state (the check's KV rows and setup hooks) is written before the
+//! inputs are pushed and before the request hook is set, through a client of the
+//! verifier's own (its user agent is `SETUP_AGENT`), whose calls the request hook
+//! neither faults nor counts even when they come later: a schedule's `transaction#1` is the worker's first step
+//! whatever the setup did. It is written once per run: a broker restart keeps it on
+//! the file, as a real one would.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -22,13 +29,14 @@ use std::time::{Duration, Instant};
 
 use queen_mock_broker::harness::{CallInfo, FaultKind as HttpFault, HookFuture, RequestHook};
 use queen_mock_broker::{ManualClock, MockBroker};
-use queen_sdk::{Client, DlqQuery, PushItem, RetryPolicy};
+use queen_sdk::{Client, DlqQuery, PushItem, RetryPolicy, Ttl};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::check::Input;
+use crate::check::{Input, SetupError};
 use crate::invariant::{Invariant, State};
-use crate::report::{Event, TraceCall, TraceEntry, Violation};
+use crate::report::{Event, SETUP_FAILED, TraceCall, TraceEntry, Violation};
 use crate::schedule::{Fault, Route, Schedule};
 
 /// The future a worker closure answers, its outcome as text.
@@ -37,6 +45,28 @@ pub(crate) type WorkerFuture = Pin<Box<dyn Future<Output = Result<(), String>> +
 /// The worker under test: started once per replica, and again after a restart.
 pub(crate) type WorkerFn = Arc<dyn Fn(Client, Stop) -> WorkerFuture + Send + Sync>;
 
+/// The future a setup hook answers.
+pub(crate) type SetupFuture = Pin<Box<dyn Future<Output = Result<(), SetupError>> + Send>>;
+
+/// A setup hook: run once per run, before the inputs are pushed.
+pub(crate) type SetupFn = Arc<dyn Fn(Client) -> SetupFuture + Send + Sync>;
+
+/// One step of a run's initial state, in the order the check was given them.
+#[derive(Clone)]
+pub(crate) enum SetupStep {
+    /// A KV row written with a standalone put.
+    KvRow {
+        ns: String,
+        key: String,
+        value: Value,
+        ttl: Ttl,
+    },
+    /// A hook given the setup client.
+    Hook(SetupFn),
+}
+
+/// The user agent of the verifier's own client: the inputs' push, the setup, the
+/// dead-letter read. The request hook lets its calls through untouched and uncounted.
 const SETUP_AGENT: &str = "queen-verify/setup";
 const REPLICA_AGENT: &str = "queen-verify/replica-";
 
@@ -72,6 +102,7 @@ impl Future for Stop {
 /// What one run needs, shared by every run of a check.
 pub(crate) struct RunSpec {
     pub worker: WorkerFn,
+    pub setup: Vec<SetupStep>,
     pub inputs: Vec<Input>,
     pub invariants: Vec<Invariant>,
     pub group: String,
@@ -330,15 +361,81 @@ fn all_acked(broker: &MockBroker, spec: &RunSpec) -> bool {
     })
 }
 
+/// The run never got to the worker (see [`Violation::is_setup_failure`]).
 fn setup_failure(what: String) -> RunOutcome {
+    failure(SETUP_FAILED, what)
+}
+
+/// The verifier could not carry out a run under way (a broker restart, the last reads).
+fn harness_failure(what: String) -> RunOutcome {
+    failure("the verifier could carry out the run", what)
+}
+
+fn failure(invariant: &str, detail: String) -> RunOutcome {
     RunOutcome {
         violation: Some(Violation {
-            invariant: "the run could be set up".into(),
-            detail: what,
+            invariant: invariant.into(),
+            detail,
         }),
         trace: Vec::new(),
         faults_hit: 0,
     }
+}
+
+/// Writes the run's initial state with the setup client, in the order given: each KV
+/// row with a standalone put, each hook run to its end (at most the run's timeout). The
+/// error says which step failed and how.
+async fn prepare(spec: &RunSpec, admin: &Client) -> Result<(), String> {
+    let mut hooks = 0;
+    for step in &spec.setup {
+        match step {
+            SetupStep::KvRow {
+                ns,
+                key,
+                value,
+                ttl,
+            } => {
+                let w = admin
+                    .kv()
+                    .put(ns, key, value, *ttl)
+                    .await
+                    .map_err(|e| format!("seeding the KV row {ns}/{key}: {e}"))?;
+                if !w.applied {
+                    return Err(format!(
+                        "seeding the KV row {ns}/{key}: the broker did not apply it ({w:?})"
+                    ));
+                }
+            }
+            SetupStep::Hook(hook) => {
+                hooks += 1;
+                // A task of its own, so a panic is reported like an error.
+                let mut task = tokio::spawn(hook(admin.clone()));
+                match tokio::time::timeout(spec.run_timeout, &mut task).await {
+                    Ok(Ok(Ok(()))) => {}
+                    Ok(Ok(Err(e))) => return Err(format!("setup hook {hooks} failed: {e}")),
+                    Ok(Err(e)) => {
+                        let why = match e.try_into_panic() {
+                            Ok(p) => p
+                                .downcast_ref::<&str>()
+                                .map(|s| s.to_string())
+                                .or_else(|| p.downcast_ref::<String>().cloned())
+                                .unwrap_or_else(|| "a panic".into()),
+                            Err(e) => e.to_string(),
+                        };
+                        return Err(format!("setup hook {hooks} panicked: {why}"));
+                    }
+                    Err(_) => {
+                        task.abort();
+                        return Err(format!(
+                            "setup hook {hooks} did not finish within {:?} (the run's timeout)",
+                            spec.run_timeout
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs the worker under `schedule` on a fresh broker and checks the invariants.
@@ -364,6 +461,13 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
         Ok(c) => c,
         Err(e) => return setup_failure(e.to_string()),
     };
+    // The initial state, before the inputs and before any fault can be done.
+    let prepared = Instant::now();
+    if let Err(e) = prepare(&spec, &admin).await {
+        broker.shutdown().await;
+        return setup_failure(e);
+    }
+    let prepare_took = prepared.elapsed();
     if !spec.inputs.is_empty() {
         let items = spec
             .inputs
@@ -389,6 +493,18 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
         book: Mutex::default(),
         actions,
     });
+    if !spec.setup.is_empty() {
+        let rows = spec
+            .setup
+            .iter()
+            .filter(|s| matches!(s, SetupStep::KvRow { .. }))
+            .count();
+        control.event(Event::Setup {
+            kv_rows: rows,
+            hooks: spec.setup.len() - rows,
+            took: prepare_took,
+        });
+    }
     let mut epoch = 0;
     set_hook(&broker, epoch, &control);
     control.touch();
@@ -418,7 +534,7 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
                             for r in &replicas {
                                 r.handle.abort();
                             }
-                            return setup_failure(format!("restarting the broker: {e}"));
+                            return harness_failure(format!("restarting the broker: {e}"));
                         }
                     };
                     epoch += 1;
@@ -510,7 +626,7 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
             .await
         {
             Ok(page) => dead.extend(page.messages),
-            Err(e) => return setup_failure(format!("reading the dead letters of {q}: {e}")),
+            Err(e) => return harness_failure(format!("reading the dead letters of {q}: {e}")),
         }
     }
     let state = State {
