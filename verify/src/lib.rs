@@ -49,6 +49,69 @@
 //! # }
 //! ```
 //!
+//! ## Initial state
+//!
+//! A worker that reads or changes existing state (an inventory worker reserving stock,
+//! a billing worker reading a customer's plan) needs that state on every fresh broker
+//! before its inputs arrive. [`WorkerCheck::kv_row`] seeds a KV row;
+//! [`WorkerCheck::setup`] runs a hook of your own with a [`queen_sdk::Client`] for
+//! anything else. Both run, in the order given, on every run (each schedule, each
+//! replay, each shrinking run) before the inputs are pushed and before any fault is
+//! armed; their calls are never faulted and not counted, so `transaction#1` names the
+//! worker's first step with or without them; and they run once per run, as durable
+//! state is written once: a simulated broker restart keeps it and does not write it
+//! again. A hook's error fails the run as a setup failure
+//! ([`Violation::is_setup_failure`]), reported at once, not shrunk.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use queen_sdk::{SubscriptionMode, Ttl};
+//! use queen_verify::{Input, Invariant, WorkerCheck};
+//! use serde_json::json;
+//!
+//! let verdict = WorkerCheck::new(|client, stop| async move {
+//!     let steps = client.clone();
+//!     client
+//!         .worker::<serde_json::Value>("orders")
+//!         .group("inventory")
+//!         .subscription(SubscriptionMode::All)
+//!         .run(
+//!             move |order| {
+//!                 let marker = format!("{}-reserved", order.transaction_id);
+//!                 let step = steps
+//!                     .transaction()
+//!                     .ack(&order)
+//!                     .once("reserved", &marker, Ttl::days(1)) // a resend writes nothing
+//!                     .kv(|k| k.incr("stock", "sku-1", -1).min(0).required().forever());
+//!                 async move { Ok::<_, String>(step) }
+//!             },
+//!             stop,
+//!         )
+//!         .await
+//! })
+//! .kv_row("stock", "sku-1", &10, Ttl::Forever)
+//! .setup(|client| async move {
+//!     // Anything else the worker expects to find, with the SDK.
+//!     client.kv().put("catalog", "sku-1", &json!({"name": "mug"}), Ttl::Forever).await?;
+//!     Ok(())
+//! })
+//! .group("inventory")
+//! .inputs((1..=3).map(|n| Input::new("orders", &json!({"orderId": n}))))
+//! .invariant(Invariant::inputs_acked())
+//! .invariant(Invariant::kv_equals("stock", "sku-1", json!(7))) // one unit per order
+//! .schedules(4)
+//! .run()
+//! .await;
+//! assert!(verdict.passed(), "{verdict}");
+//! # }
+//! ```
+//!
+//! Without its `once` marker this worker is caught: a fenced ack of a message already
+//! acknowledged is a no-op while the rest of its batch holds the lease, so the resend
+//! of a step whose answer was lost (`transaction#1:commit-then-drop`) takes a second
+//! unit (`stock/sku-1 = 6, expected 7`).
+//!
 //! ## Faults
 //!
 //! A [`Schedule`] ties each [`Fault`] to one call, named by route and ordinal
@@ -101,10 +164,12 @@
 //!
 //! ## Layout
 //!
-//! - `check`: [`WorkerCheck`], the builder and the run/shrink loop;
+//! - `check`: [`WorkerCheck`], the builder (initial state, inputs, invariants, faults)
+//!   and the run/shrink loop;
 //! - `schedule`: [`Schedule`], [`Fault`], [`FaultPlan`] and the proptest strategy;
 //! - `invariant`: [`Invariant`] and its helpers, over the final [`State`];
-//! - `run`: one schedule's run, driven by a request hook on the broker's harness;
+//! - `run`: one schedule's run (the initial state written, the inputs pushed, the
+//!   worker run), driven by a request hook on the broker's harness;
 //! - `report`: [`Verdict`], [`Counterexample`] and the trace.
 
 #![warn(missing_docs)]
