@@ -45,8 +45,7 @@ fn seed_step(c: &Client, m: &Message<Value>) -> TransactionBuilder {
                 .payload(&json!({"orderId": order, "total": 120.5}))
         })
         .kv(|k| {
-            k.put("orders", order, &json!({"status": "paid"}))
-                .ttl(Ttl::days(30))
+            k.put("orders", order, &json!({"status": "paid"}), Ttl::days(30))
         })
         .once("paid", &format!("{order}-paid"), Ttl::days(1))
         .timer("reminders", |t| {

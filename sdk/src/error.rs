@@ -188,7 +188,7 @@ impl fmt::Display for Capability {
 /// # let client = queen_sdk::Client::new(broker.url())?;
 /// use queen_sdk::{Error, Ttl};
 /// // A KV namespace must be lowercase: the SDK refuses before sending anything.
-/// let step = client.transaction().kv(|k| k.put("Orders", "o-7", &"paid").ttl(Ttl::days(1)));
+/// let step = client.transaction().kv(|k| k.put("Orders", "o-7", &"paid", Ttl::days(1)));
 /// match step.commit().await {
 ///     Err(Error::Invalid { op, rule }) => println!("{op}: {rule}"),
 ///     other => panic!("expected Invalid, got {other:?}"),
@@ -412,7 +412,7 @@ impl Error {
 ///
 /// ```
 /// fn ttl_of(setting: &str) -> queen_sdk::Result<queen_sdk::Ttl> {
-///     queen_sdk::Ttl::parse(setting)
+///     setting.parse()
 /// }
 /// assert!(ttl_of("12h").is_ok());
 /// ```

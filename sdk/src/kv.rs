@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::client::{Client, Replay};
 use crate::error::{Error, Result};
 use crate::json::{Operations, render};
-use crate::txn::{KvResult, Ttl};
+use crate::txn::{Gate, GateKind, KvReason, KvResult, Ttl};
 
 mod ops;
 
@@ -105,8 +105,8 @@ pub struct KvRow<T = Value> {
 pub struct KvWrite {
     /// Whether it applied.
     pub applied: bool,
-    /// Why it did not: `exists`, `absent`, `version`, `limit` or `type`.
-    pub reason: Option<String>,
+    /// Why it did not.
+    pub reason: Option<KvReason>,
     /// The value written, or the value in the way (a `putIfAbsent` loser gets the
     /// winner's), or the counter's value after an `incr`.
     pub value: Option<Value>,
@@ -118,7 +118,7 @@ impl KvWrite {
     fn parse(r: &Value) -> KvWrite {
         KvWrite {
             applied: r.get("applied").and_then(Value::as_bool).unwrap_or(false),
-            reason: r.get("reason").and_then(Value::as_str).map(str::to_string),
+            reason: r.get("reason").and_then(Value::as_str).map(KvReason::parse),
             value: r.get("value").filter(|v| !v.is_null()).cloned(),
             version: r.get("version").and_then(Value::as_u64),
         }
@@ -154,12 +154,12 @@ impl KvWrite {
 /// # async fn main() -> anyhow::Result<()> {
 /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
 /// # let client = queen_sdk::Client::new(broker.url())?;
-/// use queen_sdk::{Kv, KvBatch, Ttl};
+/// use queen_sdk::{Kv, KvBatch, KvReason, Ttl};
 /// let kv = client.kv();
-/// let mark = || kv.batch(vec![Kv.put_if_absent("seen", "evt-1", &true).ttl(Ttl::days(1)).required()]);
+/// let mark = || kv.batch(vec![Kv.put_if_absent("seen", "evt-1", &true, Ttl::days(1)).required()]);
 /// assert!(matches!(mark().await?, KvBatch::Applied { .. }));
 /// match mark().await? {
-///     KvBatch::Gated { failed_index, kv_reason, .. } => assert_eq!((failed_index, kv_reason.as_str()), (0, "exists")),
+///     KvBatch::Gated { gate, .. } => assert_eq!((gate.index, gate.reason), (0, KvReason::Exists)),
 ///     KvBatch::Applied { .. } => panic!("evt-1 was seen"),
 /// }
 /// # broker.shutdown().await;
@@ -178,16 +178,11 @@ pub enum KvBatch {
         /// connection, not a 429), and this answer came to a resend.
         retried: bool,
     },
-    /// A `required` operation lost its precondition: nothing of the call was written.
+    /// A `required` operation did not apply: nothing of the call was written.
     Gated {
-        /// The operation that lost.
-        failed_index: usize,
-        /// `exists`, `absent`, `version`, `limit` or `type`.
-        kv_reason: String,
-        /// The row's current version, if it exists.
-        version: Option<u64>,
-        /// The row's current value, if it exists.
-        value: Option<Value>,
+        /// The operation that refused the call (its `index` is its place in the call;
+        /// its kind is [`GateKind::Condition`](crate::GateKind::Condition)).
+        gate: Gate,
         /// This came to a retry: the first attempt most probably applied.
         retried: bool,
     },
@@ -357,7 +352,7 @@ impl KvStore {
         ttl: impl Into<Ttl>,
     ) -> Result<KvWrite> {
         let r = self
-            .one(Kv.put(ns, key, value).ttl(ttl).into(), Replay::Unsafe)
+            .one(Kv.put(ns, key, value, ttl).into(), Replay::Unsafe)
             .await?;
         Ok(KvWrite::parse(&r))
     }
@@ -390,10 +385,7 @@ impl KvStore {
         ttl: impl Into<Ttl>,
     ) -> Result<KvWrite> {
         let r = self
-            .one(
-                Kv.put_if_absent(ns, key, value).ttl(ttl).into(),
-                Replay::Unsafe,
-            )
+            .one(Kv.put_if_absent(ns, key, value, ttl).into(), Replay::Unsafe)
             .await?;
         Ok(KvWrite::parse(&r))
     }
@@ -444,7 +436,7 @@ impl KvStore {
         ttl: impl Into<Ttl>,
     ) -> Result<KvWrite> {
         let r = self
-            .one(Kv.incr(ns, key, delta).ttl(ttl).into(), Replay::Unsafe)
+            .one(Kv.incr(ns, key, delta, ttl).into(), Replay::Unsafe)
             .await?;
         Ok(KvWrite::parse(&r))
     }
@@ -468,8 +460,8 @@ impl KvStore {
     ///         .kv()
     ///         .batch(vec![
     ///             // Operations of different kinds share a list as KvOps.
-    ///             KvOp::from(Kv.put_if_absent("seen", "evt-1", &true).ttl(Ttl::days(1)).required()),
-    ///             Kv.incr("stats", "events", 1).forever().into(),
+    ///             KvOp::from(Kv.put_if_absent("seen", "evt-1", &true, Ttl::days(1)).required()),
+    ///             Kv.incr("stats", "events", 1, Ttl::Forever).into(),
     ///         ])
     ///         .await?;
     ///     match out {
@@ -498,14 +490,10 @@ impl KvStore {
         let (b, retried) = self.run(&ops, replay).await?;
         if b.get("ok") == Some(&Value::Bool(false)) {
             if b.get("reason").and_then(Value::as_str) == Some("kv_precondition") {
-                let (failed_index, kv_reason, version, value) = crate::txn::gate_fields(&b);
-                return Ok(KvBatch::Gated {
-                    failed_index,
-                    kv_reason,
-                    version,
-                    value,
-                    retried,
-                });
+                let (slot, reason, version, value) = crate::txn::gate_fields(&b);
+                let op = ops.get(slot).map(|op| (op, GateKind::Condition));
+                let gate = Gate::of(slot, slot, op, &reason, version, value);
+                return Ok(KvBatch::Gated { gate, retried });
             }
             return Err(Error::Api {
                 status: 200,

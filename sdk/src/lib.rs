@@ -49,7 +49,7 @@
 //!                     p.partition(&order.customer)
 //!                         .payload(&Receipt { order_id: &order.order_id, total: order.total })
 //!                 }) // its transactionId is derived from the acked message
-//!                 .kv(|k| k.put("orders", &order.order_id, &serde_json::json!({"status": "paid"})).ttl(Ttl::days(30)))
+//!                 .kv(|k| k.put("orders", &order.order_id, &serde_json::json!({"status": "paid"}), Ttl::days(30)))
 //!                 .once("paid", &format!("{}-paid", order.order_id), Ttl::days(1))
 //!                 .timer("reminders", |t| t.key(&order.order_id).after(Duration::from_secs(86_400)).payload(&order.order_id));
 //!             async move { Ok::<_, std::convert::Infallible>(step) }
@@ -106,7 +106,7 @@ mod worker;
 pub use admin::{DeadLetter, DlqPage, DlqQuery, Health, QueueConfig, QueueOptions, SeekTo};
 pub use auth::{TokenError, TokenFuture, TokenProvider};
 pub use client::{Client, ClientBuilder};
-pub use consume::{Consume, Deliveries, Delivery, Undecodable};
+pub use consume::{Consume, Deliveries, Delivery, StartAt, Undecodable};
 pub use error::{Capability, Error, Result, RollbackReason};
 pub use ids::derive_id;
 pub use kv::{
@@ -114,8 +114,8 @@ pub use kv::{
 };
 pub use locks::{Lock, LockBuilder, LockGuard};
 pub use message::{
-    AckOutcome, AckStatus, LeaseExtension, Message, Pop, PushItem, Pushed, QUEUE_MODE,
-    SubscriptionMode,
+    AckOutcome, AckStatus, DEFAULT_PARTITION, LeaseExtension, Message, Pop, PushItem, Pushed,
+    QUEUE_MODE, SubscriptionMode,
 };
 pub use operator::{
     ConsumerMode, DeadLetterHandled, GroupDetail, GroupPartition, GroupState, GroupSummary,
@@ -127,10 +127,10 @@ pub use retry::RetryPolicy;
 pub use timers::{PendingTimer, Timer, TimerAction, TimerPage, Timers};
 pub use transport::{TransportError, TransportErrorKind};
 pub use txn::{
-    AckResult, Commit, Committed, KvResult, PositionResult, Push, PushResult, StepResult,
-    TimerResult, TransactionBuilder, Ttl,
+    AckResult, Commit, Committed, Gate, GateKind, KvReason, KvResult, PositionResult, Push,
+    PushResult, StepResult, TimerResult, TransactionBuilder, Ttl,
 };
-pub use worker::{ErrorKind, Outcome, Stopped, Summary, Worker};
+pub use worker::{ErrorKind, Outcome, Stopped, Summary, Worker, WorkerError, WorkerErrorKind};
 
 /// The README's examples, compiled as doctests so that the code a reader copies builds.
 #[cfg(doctest)]

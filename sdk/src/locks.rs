@@ -16,7 +16,7 @@
 //! let outcome = client
 //!     .transaction()
 //!     .guard(&lock.guard()) // commits only while the lock is still held
-//!     .kv(|k| k.put("reports", "nightly", &"done").ttl(Ttl::days(1)))
+//!     .kv(|k| k.put("reports", "nightly", &"done", Ttl::days(1)))
 //!     .commit()
 //!     .await?;
 //! if let Commit::Gated { .. } = outcome {
@@ -192,7 +192,7 @@ impl LockBuilder {
     /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use std::time::Duration;
     /// let lock = client.lock("nightly-report").ttl(Duration::from_millis(9500)).acquire().await?.expect("free");
-    /// let row = broker.inspect().kv(queen_sdk::locks::NAMESPACE, "nightly-report#0")?.expect("held");
+    /// let row = broker.inspect().kv_row(queen_sdk::locks::NAMESPACE, "nightly-report#0")?.expect("held");
     /// assert_eq!(row.expires_at.unwrap() - row.updated_at, 10_000_000); // 10 s, in µs
     /// # drop(lock);
     /// # broker.shutdown().await;
@@ -347,7 +347,7 @@ struct LockState {
 /// client
 ///     .transaction()
 ///     .guard(&lock.guard())
-///     .kv(|k| k.put("reports", "nightly", &"done").ttl(Ttl::days(1)))
+///     .kv(|k| k.put("reports", "nightly", &"done", Ttl::days(1)))
 ///     .commit()
 ///     .await?
 ///     .committed()
@@ -453,7 +453,7 @@ impl Lock {
     /// let outcome = client
     ///     .transaction()
     ///     .guard(&lock.guard())
-    ///     .kv(|k| k.put("reports", "nightly", &"done").ttl(Ttl::days(1)))
+    ///     .kv(|k| k.put("reports", "nightly", &"done", Ttl::days(1)))
     ///     .commit()
     ///     .await?;
     /// assert!(outcome.is_committed());

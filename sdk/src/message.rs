@@ -30,6 +30,23 @@ use crate::validate;
 /// ```
 pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
 
+/// The partition of a push, a timer's message or a pop that names none.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::{DEFAULT_PARTITION, PushItem};
+/// client.push(vec![PushItem::new("orders", &"o-7")]).await?;
+/// let batch = client.pop::<String>("orders").send().await?;
+/// assert_eq!(batch[0].partition, DEFAULT_PARTITION);
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+pub const DEFAULT_PARTITION: &str = "Default";
+
 /// A delivered message with a typed payload.
 ///
 /// ```
@@ -333,6 +350,10 @@ impl<T: DeserializeOwned> Pop<'_, T> {
     }
 
     /// Where a new named group starts (ignored once the group has read the queue).
+    /// A raw pop keeps Queen's semantics: without this, a named group's first pop fixes
+    /// its start at "new messages only", and what was stored before is never read by
+    /// it. [`Client::worker`](crate::Client::worker) and [`Client::consume`] take the
+    /// start as an argument instead ([`crate::StartAt`]).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -358,6 +379,12 @@ impl<T: DeserializeOwned> Pop<'_, T> {
             SubscriptionMode::All => "all",
         };
         self.set("subscriptionMode", v.into())
+    }
+
+    /// Where a new group starts, as the worker and the consume stream send it.
+    pub(crate) fn start_at(self, start: crate::StartAt) -> Self {
+        let (k, v) = start.param();
+        self.set(k, v)
     }
 
     /// Start a new group's cursor at this ISO-8601 time (or `"now"`).

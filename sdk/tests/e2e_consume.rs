@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use queen_mock_broker::MockBroker;
-use queen_sdk::{Client, Error, PushItem, SubscriptionMode};
+use queen_sdk::{Client, Error, PushItem, StartAt};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -99,8 +99,7 @@ async fn dropping_an_unacked_delivery_stops_renewal_and_the_message_comes_back()
     let (_broker, client) = setup("dropped", 1).await;
     let mut stream = client
         .consume::<Job>("dropped")
-        .group("g")
-        .subscription(SubscriptionMode::All)
+        .group("g", StartAt::Beginning)
         .lease(Duration::from_secs(1))
         .wait(Duration::from_millis(200))
         .stream();

@@ -60,7 +60,7 @@ fn step(client: &Client, msg: &queen_sdk::Message<Value>) -> queen_sdk::Transact
             p.partition("customer-123")
                 .payload(&json!({"orderId": "order-7"}))
         })
-        .kv(|k| k.incr("stats", "paid", 1).forever())
+        .kv(|k| k.incr("stats", "paid", 1, Ttl::Forever))
 }
 
 #[tokio::test]
@@ -101,7 +101,12 @@ async fn a_lost_answer_is_retried_and_the_step_is_applied_once() {
         1
     );
     assert_eq!(
-        broker.inspect().kv("stats", "paid").unwrap().unwrap().value,
+        broker
+            .inspect()
+            .kv_row("stats", "paid")
+            .unwrap()
+            .unwrap()
+            .value,
         "1"
     );
     let cursor = broker
@@ -155,7 +160,12 @@ async fn a_503_before_applying_is_retried_and_commits_once() {
         1
     );
     assert_eq!(
-        broker.inspect().kv("stats", "paid").unwrap().unwrap().value,
+        broker
+            .inspect()
+            .kv_row("stats", "paid")
+            .unwrap()
+            .unwrap()
+            .value,
         "1"
     );
 }
@@ -168,7 +178,7 @@ async fn an_ungated_kv_only_step_is_not_retried_silently() {
         .inject(Fault::commit_then_unavailable().on(TXN));
     let out = client
         .transaction()
-        .kv(|k| k.incr("stats", "visits", 1).forever())
+        .kv(|k| k.incr("stats", "visits", 1, Ttl::Forever))
         .commit()
         .await;
     assert!(matches!(out, Err(Error::OutcomeUnknown { .. })), "{out:?}");
@@ -177,7 +187,7 @@ async fn an_ungated_kv_only_step_is_not_retried_silently() {
     assert_eq!(
         broker
             .inspect()
-            .kv("stats", "visits")
+            .kv_row("stats", "visits")
             .unwrap()
             .unwrap()
             .value,
@@ -192,7 +202,7 @@ async fn an_overloaded_answer_is_retried_after_retry_after_and_commits_once() {
     let started = std::time::Instant::now();
     let out = client
         .transaction()
-        .kv(|k| k.incr("stats", "visits", 1).forever())
+        .kv(|k| k.incr("stats", "visits", 1, Ttl::Forever))
         .commit()
         .await
         .unwrap();
@@ -204,7 +214,7 @@ async fn an_overloaded_answer_is_retried_after_retry_after_and_commits_once() {
     assert_eq!(
         broker
             .inspect()
-            .kv("stats", "visits")
+            .kv_row("stats", "visits")
             .unwrap()
             .unwrap()
             .value,

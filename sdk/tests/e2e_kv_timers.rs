@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use queen_mock_broker::{ManualClock, MockBroker};
-use queen_sdk::{Client, Error, Kv, KvBatch, KvOp, Ttl};
+use queen_sdk::{Client, Error, Kv, KvBatch, KvOp, KvReason, Ttl};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -82,7 +82,7 @@ async fn put_if_absent_loser_learns_the_winner() {
         .await
         .unwrap();
     assert!(!lose.applied);
-    assert_eq!(lose.reason.as_deref(), Some("exists"));
+    assert_eq!(lose.reason, Some(KvReason::Exists));
     assert_eq!(
         lose.value_as::<String>().unwrap().as_deref(),
         Some("worker-a")
@@ -102,11 +102,10 @@ async fn incr_counts_and_batch_gates() {
     let count_once = || {
         vec![
             KvOp::from(
-                Kv.put_if_absent("seen", "evt-1", &true)
-                    .ttl(Ttl::days(1))
+                Kv.put_if_absent("seen", "evt-1", &true, Ttl::days(1))
                     .required(),
             ),
-            Kv.incr("stats", "events", 1).forever().into(),
+            Kv.incr("stats", "events", 1, Ttl::Forever).into(),
             Kv.get("stats", "orders").into(),
         ]
     };
@@ -121,15 +120,10 @@ async fn incr_counts_and_batch_gates() {
     assert_eq!(results[2].value, Some(json!(5)));
 
     match kv.batch(count_once()).await.unwrap() {
-        KvBatch::Gated {
-            failed_index,
-            kv_reason,
-            value,
-            ..
-        } => {
-            assert_eq!(failed_index, 0);
-            assert_eq!(kv_reason, "exists");
-            assert_eq!(value, Some(json!(true)));
+        KvBatch::Gated { gate, .. } => {
+            assert_eq!((gate.index, gate.slot), (0, 0));
+            assert_eq!(gate.reason, KvReason::Exists);
+            assert_eq!(gate.value, Some(json!(true)));
         }
         other => panic!("expected gated, got {other:?}"),
     }
@@ -138,12 +132,15 @@ async fn incr_counts_and_batch_gates() {
 
     // Limits are checked before sending.
     let err = kv
-        .batch(vec![Kv.put("Bad NS", "k", &1).forever()])
+        .batch(vec![Kv.put("Bad NS", "k", &1, Ttl::Forever)])
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Invalid { .. }), "{err:?}");
-    let err = kv.batch(vec![Kv.put("ok", "k", &1)]).await.unwrap_err();
-    assert!(matches!(err, Error::Invalid { .. }), "no expiry: {err:?}");
+    let err = kv
+        .batch(vec![Kv.put("ok", "k", &1, Ttl::seconds(0))])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Invalid { .. }), "a zero TTL: {err:?}");
 }
 
 #[tokio::test]

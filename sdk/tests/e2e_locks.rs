@@ -20,7 +20,7 @@ fn guarded_put(
     client
         .transaction()
         .guard(&lock.guard())
-        .kv(|k| k.put("reports", "nightly", &value).ttl(Ttl::days(1)))
+        .kv(|k| k.put("reports", "nightly", &value, Ttl::days(1)))
 }
 
 #[tokio::test]
@@ -146,7 +146,7 @@ async fn background_renewal_keeps_the_lock_past_its_ttl() {
     let stale = client
         .transaction()
         .guard(&first)
-        .kv(|k| k.put("reports", "x", &1).ttl(Ttl::days(1)))
+        .kv(|k| k.put("reports", "x", &1, Ttl::days(1)))
         .commit()
         .await
         .unwrap();

@@ -43,8 +43,12 @@ fn step(client: &Client, msg: &queen_sdk::Message<OrderPaid>) -> queen_sdk::Tran
                 .payload(&json!({"orderId": o.order_id, "total": o.total}))
         })
         .kv(|k| {
-            k.put("orders", &o.order_id, &json!({"status": "paid"}))
-                .ttl(Ttl::days(30))
+            k.put(
+                "orders",
+                &o.order_id,
+                &json!({"status": "paid"}),
+                Ttl::days(30),
+            )
         })
         .once("paid", &format!("{}-paid", o.order_id), Ttl::days(1))
         .timer("reminders", |t| {
@@ -140,21 +144,19 @@ async fn a_second_run_with_a_fresh_lease_and_no_push_is_gated() {
     assert!(first.is_committed());
     let gated = client
         .transaction()
-        .kv(|k| k.incr("stats", "orders", 1).forever())
+        .kv(|k| k.incr("stats", "orders", 1, Ttl::Forever))
         .once("paid", "order-7", Ttl::hours(1))
         .commit()
         .await
         .unwrap();
     match gated {
-        Commit::Gated {
-            failed_index,
-            kv_reason,
-            value,
-            ..
-        } => {
-            assert_eq!(failed_index, 1);
-            assert_eq!(kv_reason, "exists");
-            assert_eq!(value, Some(json!(true)));
+        Commit::Gated { gate, .. } => {
+            assert_eq!((gate.slot, gate.index), (1, 1));
+            assert_eq!(gate.kind, queen_sdk::GateKind::Once);
+            assert_eq!(gate.reason, queen_sdk::KvReason::Exists);
+            assert_eq!((gate.ns.as_str(), gate.key.as_str()), ("paid", "order-7"));
+            assert_eq!(gate.value, Some(json!(true)));
+            assert!(gate.already_done());
         }
         other => panic!("expected gated, got {other:?}"),
     }

@@ -10,8 +10,8 @@ use futures::StreamExt;
 use queen_mock_broker::auth::{Auth, Role};
 use queen_mock_broker::{ManualClock, MockBroker};
 use queen_sdk::{
-    Client, DlqQuery, Error, ErrorKind, Outcome, PushItem, QueueOptions, RetryPolicy, Stopped,
-    Summary, TransactionBuilder, Ttl, Worker,
+    Client, DlqQuery, Error, ErrorKind, Outcome, PushItem, QueueOptions, RetryPolicy, StartAt,
+    Stopped, Summary, TransactionBuilder, Ttl, Worker, WorkerError, WorkerErrorKind,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, oneshot};
@@ -46,14 +46,14 @@ async fn push(client: &Client, queue: &str, partition: &str, payloads: &[serde_j
 /// A running worker and the way to stop it.
 struct Running {
     stop: oneshot::Sender<()>,
-    task: JoinHandle<queen_sdk::Result<Summary>>,
+    task: JoinHandle<Result<Summary, WorkerError>>,
 }
 
 impl Running {
     fn start<T, H, Fut>(worker: Worker<T>, handler: H) -> Running
     where
         T: serde::de::DeserializeOwned + Send + 'static,
-        H: Fn(queen_sdk::Delivery<T>) -> Fut + Send + Sync + 'static,
+        H: Fn(queen_sdk::Delivery<T>, TransactionBuilder) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<TransactionBuilder, String>> + Send + 'static,
     {
         let (stop, stopped) = oneshot::channel::<()>();
@@ -84,16 +84,17 @@ async fn until(within: Duration, what: &str, mut cond: impl FnMut() -> bool) {
 
 /// A handler that records each payload and acks it in its step.
 fn recorder(
-    client: &Client,
     seen: Arc<Mutex<Vec<u32>>>,
-) -> impl Fn(queen_sdk::Delivery<Job>) -> std::future::Ready<Result<TransactionBuilder, String>>
+) -> impl Fn(
+    queen_sdk::Delivery<Job>,
+    TransactionBuilder,
+) -> std::future::Ready<Result<TransactionBuilder, String>>
 + Send
 + Sync
 + 'static {
-    let client = client.clone();
-    move |d| {
+    move |d, step| {
         seen.lock().unwrap().push(d.data.n);
-        std::future::ready(Ok(client.transaction().ack(&d)))
+        std::future::ready(Ok(step))
     }
 }
 
@@ -211,10 +212,7 @@ async fn an_idle_worker_with_default_settings_keeps_running_and_gets_a_late_mess
     let client = Client::new(broker.url()).unwrap();
     let driver = Driver::start();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let running = Running::start(
-        client.worker::<Job>("idle-worker"),
-        recorder(&client, seen.clone()),
-    );
+    let running = Running::start(client.worker::<Job>("idle-worker"), recorder(seen.clone()));
     let idle = idle_for();
     driver.advance(idle).await;
     assert!(!running.task.is_finished(), "the worker is still running");
@@ -276,7 +274,7 @@ async fn a_poison_payload_is_dead_lettered_and_the_good_ones_around_it_are_handl
         client
             .worker::<Job>("poison")
             .wait(Duration::from_millis(200)),
-        recorder(&client, seen.clone()),
+        recorder(seen.clone()),
     );
     until(Duration::from_secs(5), "1 and 3 handled", || {
         seen.lock().unwrap().len() == 2
@@ -332,7 +330,7 @@ async fn manual_broker() -> (MockBroker, ManualClock, Client) {
 /// broker past the lease, and answers the summary and whether the message came back.
 async fn settle_one(
     queue: &str,
-    step: impl Fn(&Client, &queen_sdk::Delivery<Job>) -> TransactionBuilder + Send + Sync + 'static,
+    build: impl Fn(&Client, &queen_sdk::Delivery<Job>) -> TransactionBuilder + Send + Sync + 'static,
     before: impl AsyncFnOnce(&Client),
 ) -> (Summary, usize, Vec<Outcome>) {
     let (broker, clock, client) = manual_broker().await;
@@ -348,9 +346,9 @@ async fn settle_one(
             .lease(Duration::from_secs(2))
             .wait(Duration::from_millis(200))
             .on_settled(move |_, outcome| observed.lock().unwrap().push(outcome.clone())),
-        move |d| {
+        move |d, _step| {
             c.fetch_add(1, Ordering::Relaxed);
-            std::future::ready(Ok(step(&steps, &d)))
+            std::future::ready(Ok(build(&steps, &d)))
         },
     );
     until(Duration::from_secs(5), "the handler ran", || {
@@ -432,20 +430,14 @@ async fn a_lost_answer_whose_resend_rolls_back_is_settled_as_already_done() {
         .faults()
         .inject(Fault::commit_then_drop().on("/api/v1/transaction"));
     let outcomes = Arc::new(Mutex::new(Vec::new()));
-    let (observed, steps) = (outcomes.clone(), client.clone());
+    let observed = outcomes.clone();
     let running = Running::start(
         client
             .worker::<Job>("lost-answer")
             .lease(Duration::from_secs(2))
             .wait(Duration::from_millis(200))
             .on_settled(move |_, o| observed.lock().unwrap().push(o.clone())),
-        move |d| {
-            let step = steps
-                .transaction()
-                .ack(&d)
-                .push("receipts", |p| p.payload(&1));
-            std::future::ready(Ok(step))
-        },
+        move |_d, step| std::future::ready(Ok(step.push("receipts", |p| p.payload(&1)))),
     );
     until(Duration::from_secs(5), "settled", || {
         !outcomes.lock().unwrap().is_empty()
@@ -491,15 +483,14 @@ async fn handler_errors_and_panics_ack_failed_and_the_retry_limit_dead_letters_t
     push(&client, "flaky", "errs", &[serde_json::json!({"n": 1})]).await;
     push(&client, "flaky", "panics", &[serde_json::json!({"n": 2})]).await;
     let calls = Arc::new(Mutex::new(BTreeMap::<u32, usize>::new()));
-    let (seen, steps) = (calls.clone(), client.clone());
+    let seen = calls.clone();
     let running = Running::start(
         client
             .worker::<Job>("flaky")
             .concurrency(2)
             .wait(Duration::from_millis(200)),
-        move |d| {
+        move |d, step| {
             *seen.lock().unwrap().entry(d.data.n).or_default() += 1;
-            let step = steps.transaction().ack(&d);
             async move {
                 match d.data.n {
                     1 => Err("boom".to_string()),
@@ -572,20 +563,14 @@ async fn concurrency_4_handles_4_partitions_at_once_each_in_order() {
     let in_flight = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
     let seen = Arc::new(Mutex::new(BTreeMap::<String, Vec<u32>>::new()));
-    let (now, max, log, steps) = (
-        in_flight.clone(),
-        most.clone(),
-        seen.clone(),
-        client.clone(),
-    );
+    let (now, max, log) = (in_flight.clone(), most.clone(), seen.clone());
     let running = Running::start(
         client
             .worker::<Job>("wide")
             .concurrency(4)
             .wait(Duration::from_millis(200)),
-        move |d| {
+        move |d, step| {
             let (now, max, log) = (now.clone(), max.clone(), log.clone());
-            let step = steps.transaction().ack(&d);
             async move {
                 let at_once = now.fetch_add(1, Ordering::SeqCst) + 1;
                 max.fetch_max(at_once, Ordering::SeqCst);
@@ -628,12 +613,11 @@ async fn shutdown_finishes_the_running_handler_and_releases_what_was_not_started
     let go_on = Arc::new(Notify::new());
     let seen = Arc::new(Mutex::new(Vec::new()));
     let finished = Arc::new(AtomicUsize::new(0));
-    let (s, g, log, done, steps) = (
+    let (s, g, log, done) = (
         started.clone(),
         go_on.clone(),
         seen.clone(),
         finished.clone(),
-        client.clone(),
     );
     let running = Running::start(
         client
@@ -641,9 +625,8 @@ async fn shutdown_finishes_the_running_handler_and_releases_what_was_not_started
             .batch(5)
             .lease(Duration::from_secs(60))
             .wait(Duration::from_millis(200)),
-        move |d| {
+        move |d, step| {
             let (s, g, log, done) = (s.clone(), g.clone(), log.clone(), done.clone());
-            let step = steps.transaction().ack(&d);
             async move {
                 log.lock().unwrap().push(d.data.n);
                 s.notify_one();
@@ -700,7 +683,7 @@ async fn past_the_grace_period_running_handlers_are_cancelled_and_their_messages
             .worker::<Job>("stuck")
             .grace(Duration::from_millis(200))
             .wait(Duration::from_millis(200)),
-        move |_| {
+        move |_, _| {
             let s = s.clone();
             async move {
                 s.notify_one();
@@ -729,18 +712,15 @@ async fn a_lost_lease_fires_the_signal_and_the_step_is_not_committed() {
     let (broker, clock, client) = manual_broker().await;
     push(&client, "lost", "Default", &[serde_json::json!({"n": 1})]).await;
     let started = Arc::new(Notify::new());
-    let (s, steps) = (started.clone(), client.clone());
+    let s = started.clone();
     let running = Running::start(
         client
             .worker::<Job>("lost")
             .lease(Duration::from_secs(1))
             .wait(Duration::from_millis(200)),
-        move |d| {
+        move |d, step| {
             let s = s.clone();
-            let step = steps
-                .transaction()
-                .ack(&d)
-                .push("receipts", |p| p.payload(&"done"));
+            let step = step.push("receipts", |p| p.payload(&"done"));
             async move {
                 if d.delivery_attempt != Some(1) {
                     // The redelivery after the lapse: not what this test is about.
@@ -790,7 +770,7 @@ async fn failed_pops_do_not_stop_the_worker() {
         client
             .worker::<Job>("bumpy")
             .wait(Duration::from_millis(200)),
-        recorder(&client, seen.clone()),
+        recorder(seen.clone()),
     );
     until(
         Duration::from_secs(10),
@@ -811,7 +791,7 @@ async fn failed_pops_do_not_stop_the_worker() {
 async fn builder_misuse_is_invalid_before_anything_is_sent() {
     let broker = MockBroker::start_in_memory().await.unwrap();
     let client = client(&broker);
-    let handler = |_: queen_sdk::Delivery<Job>| async { Err::<TransactionBuilder, _>("unused") };
+    let handler = |_: queen_sdk::Delivery<Job>, _| async { Err::<TransactionBuilder, _>("unused") };
     let never = std::future::pending::<()>;
     let cases = [
         client.worker::<Job>("q").concurrency(0),
@@ -822,7 +802,10 @@ async fn builder_misuse_is_invalid_before_anything_is_sent() {
     for w in cases {
         let shown = format!("{w:?}");
         match w.run(handler, never()).await {
-            Err(Error::Invalid { op, rule }) => eprintln!("{op}: {rule}"),
+            Err(e) if e.kind() == WorkerErrorKind::Invalid => match e.cause() {
+                Error::Invalid { op, rule } => eprintln!("{op}: {rule}"),
+                other => panic!("{shown}: expected Invalid, got {other:?}"),
+            },
             other => panic!("{shown}: expected Invalid, got {other:?}"),
         }
     }
@@ -838,19 +821,22 @@ async fn a_refused_pop_stops_the_worker_and_says_why() {
         .unwrap();
     // No token: every pop is refused with a 401, which polling again cannot change.
     let client = client(&broker);
-    let summary = client
+    let stopped = client
         .worker::<Job>("locked")
         .run(
-            |_| async { Err::<TransactionBuilder, _>("unused") },
+            |_, _| async { Err::<TransactionBuilder, _>("unused") },
             std::future::pending::<()>(),
         )
-        .await
-        .unwrap();
-    match &summary.stopped {
-        Stopped::Refused(e) => assert_eq!(e.status(), Some(401), "{e}"),
-        other => panic!("expected a refusal, got {other:?}"),
-    }
-    assert_eq!(summary.processed, 0);
+        .await;
+    // An Err, not an Ok summary: a `main` that runs it with `?` exits non-zero.
+    let e = stopped.expect_err("a refused worker is an error");
+    assert_eq!(e.kind(), WorkerErrorKind::Refused);
+    assert_eq!(e.cause().status(), Some(401), "{e}");
+    assert_eq!(e.summary().processed, 0);
+    // It converts into the SDK's error (the cause) and into anyhow's, with its text.
+    assert!(e.to_string().contains("refused"), "{e}");
+    let as_sdk: Error = e.into();
+    assert_eq!(as_sdk.status(), Some(401));
 }
 
 #[tokio::test]
@@ -873,7 +859,7 @@ async fn a_broker_restart_under_a_running_worker_is_ridden_out_and_nothing_is_lo
         client
             .worker::<Job>("durable")
             .wait(Duration::from_millis(200)),
-        recorder(&client, seen.clone()),
+        recorder(seen.clone()),
     );
     until(Duration::from_secs(10), "the first message", || {
         seen.lock().unwrap().len() == 1
@@ -907,4 +893,309 @@ async fn a_broker_restart_under_a_running_worker_is_ridden_out_and_nothing_is_lo
     let again = client.pop::<Job>("durable").send().await.unwrap();
     assert!(again.is_empty(), "{again:?}");
     second.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------
+// Only a step that was done is settled as done: a refusal by a gate other than an
+// existing `once` marker goes to the handler's decision, never to `completed`.
+
+/// Pushes one job, runs a worker until the queue is settled with `step` as its step
+/// and `on_refused` (if any) deciding refusals, and answers the summary, the outcomes
+/// and how many times the handler ran.
+async fn refusal(
+    broker: &MockBroker,
+    queue: &str,
+    retry_limit: u32,
+    step: impl Fn(TransactionBuilder) -> TransactionBuilder + Send + Sync + 'static,
+    on_refused: Option<fn(queen_sdk::Delivery<Job>, queen_sdk::Gate) -> TransactionBuilder>,
+) -> (Summary, Vec<Outcome>, usize) {
+    let client = client(broker);
+    client
+        .configure(queue, QueueOptions::new().retry_limit(retry_limit))
+        .await
+        .unwrap();
+    push(&client, queue, "Default", &[serde_json::json!({"n": 1})]).await;
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let (observed, calls) = (outcomes.clone(), Arc::new(AtomicUsize::new(0)));
+    let counted = calls.clone();
+    let mut worker = client
+        .worker::<Job>(queue)
+        .group("g", StartAt::Beginning)
+        .on_settled(move |_, o| observed.lock().unwrap().push(o.clone()));
+    if let Some(decide) = on_refused {
+        worker = worker.on_refused(move |d, gate| async move { Ok::<_, String>(decide(d, gate)) });
+    }
+    let summary = tokio::time::timeout(
+        Duration::from_secs(20),
+        worker.run_until_idle(move |_d, s| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(Ok::<_, String>(step(s)))
+        }),
+    )
+    .await
+    .expect("the queue settles")
+    .unwrap();
+    let outcomes = outcomes.lock().unwrap().clone();
+    (summary, outcomes, calls.load(Ordering::SeqCst))
+}
+
+#[tokio::test]
+async fn a_step_whose_lock_guard_lapsed_is_never_acked_as_done() {
+    let (broker, clock, client) = manual_broker().await;
+    let lock = client
+        .lock("sku-1")
+        .ttl(Duration::from_secs(2))
+        .acquire()
+        .await
+        .unwrap()
+        .expect("free");
+    let stale = lock.guard();
+    drop(lock); // stops renewing: the lock lapses
+    clock.advance(Duration::from_secs(5));
+    let (summary, outcomes, calls) = refusal(
+        &broker,
+        "guarded",
+        1,
+        move |s| s.guard(&stale).push("reserved", |p| p.payload(&1)),
+        None,
+    )
+    .await;
+    // Refused twice (the first delivery and its retry), then dead-lettered: never done.
+    assert_eq!(calls, 2, "{summary}");
+    assert_eq!(
+        (summary.already_done, summary.committed),
+        (0, 0),
+        "{summary}"
+    );
+    assert_eq!(
+        (summary.refused, summary.dead_lettered),
+        (1, 1),
+        "{summary}"
+    );
+    assert_eq!(summary.errors.get(&ErrorKind::Gated), Some(&2), "{summary}");
+    let Outcome::Refused {
+        gate,
+        dead_lettered,
+    } = &outcomes[0]
+    else {
+        panic!("{outcomes:?}")
+    };
+    assert_eq!(
+        (gate.kind, &gate.reason, gate.index, dead_lettered),
+        (
+            queen_sdk::GateKind::Guard,
+            &queen_sdk::KvReason::Absent,
+            0,
+            &false
+        )
+    );
+    assert!(gate.key.starts_with("sku-1#"), "{gate}");
+    assert!(
+        broker
+            .inspect()
+            .messages("reserved", "Default")
+            .unwrap()
+            .is_empty()
+    );
+    let dead = client.dlq::<Job>(DlqQuery::queue("guarded")).await.unwrap();
+    assert_eq!(dead.messages.len(), 1);
+    let reason = dead.messages[0].error_message.clone().unwrap_or_default();
+    assert!(reason.contains("lock guard"), "{reason}");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_failed_required_condition_is_refused_and_its_handler_decides() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = client(&broker);
+    client
+        .kv()
+        .put("stock", "sku-1", &1, Ttl::Forever)
+        .await
+        .unwrap();
+    let reserve = |s: TransactionBuilder| {
+        s.once("reserved", "order-1", Ttl::days(1))
+            .kv(|k| k.incr("stock", "sku-1", -2, Ttl::Forever).min(0).required())
+    };
+    // Without a handler: acked failed (retry limit 0: dead-lettered at once).
+    let (summary, outcomes, _) = refusal(&broker, "reserve-plain", 0, reserve, None).await;
+    assert_eq!(
+        (summary.already_done, summary.dead_lettered),
+        (0, 1),
+        "{summary}"
+    );
+    let Outcome::Refused {
+        gate,
+        dead_lettered: true,
+    } = &outcomes[0]
+    else {
+        panic!("{outcomes:?}")
+    };
+    // The gate in call order: kv[1], after the `once` marker.
+    assert_eq!(
+        (
+            gate.kind,
+            &gate.reason,
+            gate.index,
+            gate.ns.as_str(),
+            gate.key.as_str()
+        ),
+        (
+            queen_sdk::GateKind::Condition,
+            &queen_sdk::KvReason::Limit,
+            1,
+            "stock",
+            "sku-1"
+        )
+    );
+    // With one: it pushes a rejection and acks the message in a step of its own.
+    let (summary, outcomes, _) = refusal(
+        &broker,
+        "reserve-decided",
+        3,
+        reserve,
+        Some(|d, gate| {
+            assert_eq!(gate.reason, queen_sdk::KvReason::Limit);
+            d.step().push("rejections", |p| p.payload(&d.data))
+        }),
+    )
+    .await;
+    assert_eq!(
+        (summary.committed, summary.already_done, summary.refused),
+        (1, 0, 0),
+        "{summary}"
+    );
+    assert!(
+        matches!(outcomes[..], [Outcome::Committed { .. }]),
+        "{outcomes:?}"
+    );
+    let rejections = broker.inspect().messages("rejections", "Default").unwrap();
+    assert_eq!(rejections.len(), 1);
+    // The stock and the marker are as they were: nothing of the refused step applied.
+    let stock = client
+        .kv()
+        .get::<i64>("stock", "sku-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stock.value, 1);
+    assert!(
+        client
+            .kv()
+            .get::<bool>("reserved", "order-1")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_existing_once_marker_is_the_one_refusal_settled_as_done() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = client(&broker);
+    let marker = client.transaction().once("paid", "job-1", Ttl::hours(1));
+    assert!(marker.commit().await.unwrap().is_committed());
+    let (summary, outcomes, calls) = refusal(
+        &broker,
+        "paid",
+        3,
+        |s| {
+            s.once("paid", "job-1", Ttl::hours(1))
+                .push("receipts", |p| p.payload(&1))
+        },
+        Some(|_, gate| panic!("an existing marker is no refusal: {gate}")),
+    )
+    .await;
+    assert_eq!(
+        (calls, summary.already_done, summary.refused),
+        (1, 1, 0),
+        "{summary}"
+    );
+    assert_eq!(outcomes, [Outcome::AlreadyDone { retried: false }]);
+    broker.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------
+// No silent skip: a new group states where it starts, and `Beginning` reads the backlog.
+
+#[tokio::test]
+async fn a_new_group_started_at_the_beginning_processes_the_backlog() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = client(&broker);
+    let backlog: Vec<_> = (1..=3).map(|n| serde_json::json!({"n": n})).collect();
+    push(&client, "payments", "Default", &backlog).await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let summary = client
+        .worker::<Job>("payments")
+        .group("ledger", StartAt::Beginning)
+        .run_until_idle(recorder(seen.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (summary.committed, summary.stopped),
+        (3, Stopped::Idle),
+        "{summary}"
+    );
+    assert_eq!(*seen.lock().unwrap(), [1, 2, 3]);
+    // Stated on purpose, `New` skips it: another group reads nothing of it.
+    let summary = client
+        .worker::<Job>("payments")
+        .group("audit", StartAt::New)
+        .run_until_idle(recorder(seen.clone()))
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, 0, "{summary}");
+    // From a time: only what was created at or after it.
+    let later = std::time::SystemTime::now() + Duration::from_secs(3600);
+    let summary = client
+        .worker::<Job>("payments")
+        .group("from-later", StartAt::Time(later))
+        .run_until_idle(recorder(seen.clone()))
+        .await
+        .unwrap();
+    assert_eq!(summary.processed, 0, "{summary}");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn run_until_idle_handles_retries_until_the_queue_is_settled() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = client(&broker);
+    client
+        .configure("settle", QueueOptions::new().retry_limit(2))
+        .await
+        .unwrap();
+    let jobs: Vec<_> = (1..=4).map(|n| serde_json::json!({"n": n})).collect();
+    push(&client, "settle", "Default", &jobs).await;
+    let tries = Arc::new(Mutex::new(BTreeMap::<u32, usize>::new()));
+    let t = tries.clone();
+    let summary = client
+        .worker::<Job>("settle")
+        .run_until_idle(move |d, step| {
+            let mut tries = t.lock().unwrap();
+            let n = tries.entry(d.data.n).or_default();
+            *n += 1;
+            // Job 2 fails once, then succeeds; job 3 always fails.
+            let fail = (d.data.n == 2 && *n == 1) || d.data.n == 3;
+            std::future::ready(if fail {
+                Err("not now".to_string())
+            } else {
+                Ok(step)
+            })
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (summary.committed, summary.dead_lettered),
+        (3, 1),
+        "{summary}"
+    );
+    assert_eq!(
+        tries.lock().unwrap()[&3],
+        3,
+        "the first try and two retries"
+    );
+    assert!(client.pop::<Job>("settle").send().await.unwrap().is_empty());
+    broker.shutdown().await;
 }

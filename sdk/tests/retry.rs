@@ -112,10 +112,15 @@ fn fenced_step(t: TransactionBuilder, msg: &Message<Value>) -> TransactionBuilde
 
 /// KV writes only, with no gate: sending it twice counts twice.
 fn ungated_kv(t: TransactionBuilder) -> TransactionBuilder {
-    t.kv(|k| k.incr("stats", "orders", 1).forever()).kv(|k| {
-        k.put("orders", "order-7", &json!({"status": "paid"}))
-            .ttl(Ttl::days(1))
-    })
+    t.kv(|k| k.incr("stats", "orders", 1, Ttl::Forever))
+        .kv(|k| {
+            k.put(
+                "orders",
+                "order-7",
+                &json!({"status": "paid"}),
+                Ttl::days(1),
+            )
+        })
 }
 
 async fn bodies(server: &MockServer) -> Vec<Value> {
@@ -585,13 +590,9 @@ async fn a_retried_commit_that_is_gated_reports_retried() {
         .await
         .expect("a gate is a value");
     match out {
-        Commit::Gated {
-            retried,
-            failed_index,
-            ..
-        } => {
+        Commit::Gated { retried, gate, .. } => {
             assert!(retried);
-            assert_eq!(failed_index, 0);
+            assert_eq!((gate.slot, gate.kind), (0, queen_sdk::GateKind::Once));
         }
         other => panic!("expected gated, got {other:?}"),
     }

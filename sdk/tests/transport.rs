@@ -146,7 +146,7 @@ async fn an_answer_cut_off_midway_is_a_broken_connection_and_an_unsafe_call_is_n
         .unwrap();
     let err = client
         .transaction()
-        .kv(|k| k.incr("stats", "orders", 1).ttl(Ttl::days(1)))
+        .kv(|k| k.incr("stats", "orders", 1, Ttl::days(1)))
         .commit()
         .await
         .unwrap_err();

@@ -160,8 +160,12 @@ async fn the_seed_step_sends_the_spec_example_body() {
                 .payload(&json!({"orderId": "order-7", "total": 120.5}))
         })
         .kv(|k| {
-            k.put("orders", "order-7", &json!({"status": "paid"}))
-                .ttl(Ttl::days(30))
+            k.put(
+                "orders",
+                "order-7",
+                &json!({"status": "paid"}),
+                Ttl::days(30),
+            )
         })
         .once("paid", "order-7-paid", Ttl::days(1))
         .timer("reminders", |t| {
@@ -576,8 +580,12 @@ async fn a_push_with_no_ack_and_no_id_gets_a_fresh_id() {
 async fn kv_put_with_a_ttl() {
     let body = sent(|t| {
         t.kv(|k| {
-            k.put("orders", "order-7", &json!({"status": "paid"}))
-                .ttl(Ttl::days(30))
+            k.put(
+                "orders",
+                "order-7",
+                &json!({"status": "paid"}),
+                Ttl::days(30),
+            )
         })
     })
     .await;
@@ -594,8 +602,7 @@ async fn kv_put_with_a_ttl() {
 async fn kv_put_forever_with_expect_and_required() {
     let body = sent(|t| {
         t.kv(|k| {
-            k.put("orders", "order-7", &"paid")
-                .forever()
+            k.put("orders", "order-7", &"paid", Ttl::Forever)
                 .expect(90101)
                 .required()
         })
@@ -613,9 +620,9 @@ async fn kv_put_forever_with_expect_and_required() {
 #[tokio::test]
 async fn kv_ttl_from_a_duration_and_from_text() {
     let body = sent(|t| {
-        t.kv(|k| k.put("a", "k1", &1).ttl(Duration::from_millis(1500)))
-            .kv(|k| k.put("a", "k2", &2).ttl(Ttl::parse("90m").unwrap()))
-            .kv(|k| k.put("a", "k3", &3).ttl(Ttl::seconds(45)))
+        t.kv(|k| k.put("a", "k1", &1, Duration::from_millis(1500)))
+            .kv(|k| k.put("a", "k2", &2, "90m".parse::<Ttl>().unwrap()))
+            .kv(|k| k.put("a", "k3", &3, Ttl::seconds(45)))
     })
     .await;
     assert_eq!(body["kv"][0]["ttlSeconds"], 2);
@@ -629,10 +636,7 @@ async fn kv_ttl_from_a_duration_and_from_text() {
 #[tokio::test]
 async fn kv_put_if_absent() {
     let body = sent(|t| {
-        t.kv(|k| {
-            k.put_if_absent("paid", "order-7-paid", &json!({"by": "w-1"}))
-                .ttl(Ttl::hours(1))
-        })
+        t.kv(|k| k.put_if_absent("paid", "order-7-paid", &json!({"by": "w-1"}), Ttl::hours(1)))
     })
     .await;
     assert_eq!(
@@ -679,13 +683,13 @@ async fn kv_check_absent_and_at_a_version() {
 #[tokio::test]
 async fn kv_incr_with_min_and_max() {
     let body = sent(|t| {
-        t.kv(|k| k.incr("stats", "orders", 1).forever()).kv(|k| {
-            k.incr("quota", "customer-123", -2)
-                .min(0)
-                .max(10)
-                .ttl(Ttl::days(1))
-                .required()
-        })
+        t.kv(|k| k.incr("stats", "orders", 1, Ttl::Forever))
+            .kv(|k| {
+                k.incr("quota", "customer-123", -2, Ttl::days(1))
+                    .min(0)
+                    .max(10)
+                    .required()
+            })
     })
     .await;
     assert_eq!(
@@ -726,14 +730,13 @@ async fn once_is_put_if_absent_of_true_with_required() {
     assert_eq!(body, expected);
     let by_hand = sent(|t| {
         t.kv(|k| {
-            k.put_if_absent("paid", "order-7-paid", &true)
-                .ttl(Ttl::days(1))
+            k.put_if_absent("paid", "order-7-paid", &true, Ttl::days(1))
                 .required()
         })
     })
     .await;
     assert_eq!(body, by_hand);
-    let forever = sent(|t| t.once("paid", "order-7-paid", Ttl::forever())).await;
+    let forever = sent(|t| t.once("paid", "order-7-paid", Ttl::Forever)).await;
     assert_eq!(
         forever["kv"][0],
         json!({ "op": "putIfAbsent", "ns": "paid", "key": "order-7-paid", "value": true,
@@ -1000,7 +1003,7 @@ async fn to_body_is_the_body_commit_sends() {
     let step = |t: TransactionBuilder| {
         t.ack(&msg)
             .push("receipts", |p| p.payload(&json!({"orderId": "order-7"})))
-            .kv(|k| k.incr("stats", "orders", 1).forever())
+            .kv(|k| k.incr("stats", "orders", 1, Ttl::Forever))
             .timer("reminders", |t| {
                 t.key("order-7").after(Duration::from_secs(5))
             })

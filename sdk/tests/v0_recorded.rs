@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use queen_sdk::{
-    Capability, Client, Commit, Error, QueueOptions, RetryPolicy, RollbackReason, Ttl,
+    Capability, Client, Commit, Error, QueueOptions, RetryPolicy, RollbackReason, StartAt, Ttl,
 };
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, method, path, path_regex};
@@ -241,8 +241,12 @@ async fn a_step_with_kv_is_unsupported_and_the_next_is_refused_before_sending() 
                 .payload(&json!({"orderId": "order-7"}))
         })
         .kv(|k| {
-            k.put("orders", "order-7", &json!({"status": "paid"}))
-                .ttl(Ttl::days(30))
+            k.put(
+                "orders",
+                "order-7",
+                &json!({"status": "paid"}),
+                Ttl::days(30),
+            )
         });
     // v0 committed the ack and the push, and ignored `kv`.
     match step.clone().commit().await {
@@ -314,7 +318,7 @@ async fn a_consumer_keeps_its_lease_and_names_the_queue() {
     let client = client(&server);
     let mut stream = client
         .consume::<Value>(QUEUE)
-        .group("billing")
+        .group("billing", StartAt::New)
         .wait(Duration::from_millis(50))
         .lease(Duration::from_millis(300))
         .stream();
@@ -479,8 +483,12 @@ async fn behind_several_urls_a_v0_broker_is_caught_after_a_queen_2_commit() {
                 .payload(&json!({"orderId": "order-7"}))
         })
         .kv(|k| {
-            k.put("orders", "order-7", &json!({"status": "paid"}))
-                .forever()
+            k.put(
+                "orders",
+                "order-7",
+                &json!({"status": "paid"}),
+                Ttl::Forever,
+            )
         });
     assert!(step.clone().commit().await.unwrap().is_committed());
     // The Queen 2 commit is not taken as proof about every URL: v0's answer is read.

@@ -12,6 +12,8 @@ use crate::client::Client;
 /// Extends one batch's lease until every holder of it is gone; says when it is lost.
 #[derive(Debug)]
 pub(crate) struct LeaseKeeper {
+    /// The client its batch was popped with: a delivery's step is built on it.
+    pub(crate) client: Client,
     task: Option<JoinHandle<()>>,
     lost: watch::Sender<bool>,
 }
@@ -22,8 +24,13 @@ impl LeaseKeeper {
     pub(crate) fn start(client: Client, lease_id: String, lease: Duration) -> LeaseKeeper {
         let (lost, _) = watch::channel(false);
         if lease_id.is_empty() {
-            return LeaseKeeper { task: None, lost };
+            return LeaseKeeper {
+                client,
+                task: None,
+                lost,
+            };
         }
+        let owner = client.clone();
         let flag = lost.clone();
         let every = (lease / 3).max(Duration::from_millis(100));
         // Popped just before this: the lease runs out no earlier than this.
@@ -57,6 +64,7 @@ impl LeaseKeeper {
             }
         });
         LeaseKeeper {
+            client: owner,
             task: Some(task),
             lost,
         }

@@ -7,6 +7,7 @@
 mod decode;
 pub(crate) mod lease;
 pub(crate) mod poll;
+mod start;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -25,10 +26,11 @@ pub use decode::Undecodable;
 pub(crate) use decode::decode as decode_payload;
 use lease::LeaseKeeper;
 use poll::{PollSpec, Polled, Poller, RawMessage};
+pub use start::StartAt;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::message::{Message, SubscriptionMode};
+use crate::message::Message;
 
 /// The lease a consumer asks for when none is set.
 pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(60);
@@ -48,15 +50,14 @@ pub(crate) const DEFAULT_BATCH: u32 = 10;
 /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
 /// use std::time::Duration;
 /// use futures::StreamExt;
-/// use queen_sdk::SubscriptionMode;
+/// use queen_sdk::StartAt;
 ///
 /// #[derive(serde::Deserialize)]
 /// struct Order { id: String }
 ///
 /// let mut orders = client
 ///     .consume::<Order>("orders")
-///     .group("billing")
-///     .subscription(SubscriptionMode::All)
+///     .group("billing", StartAt::Beginning) // a new group reads the backlog too
 ///     .batch(20)
 ///     .lease(Duration::from_secs(30))
 ///     .stream();
@@ -131,7 +132,7 @@ impl Client {
                 batch: DEFAULT_BATCH,
                 wait: DEFAULT_WAIT,
                 lease: DEFAULT_LEASE,
-                subscription: None,
+                start: None,
             },
             undecodable: Undecodable::DeadLetter,
             _t: PhantomData,
@@ -140,8 +141,13 @@ impl Client {
 }
 
 impl<T: DeserializeOwned + Send + 'static> Consume<T> {
-    /// The consumer group (default: competing consumers). A new named group reads only
-    /// what arrives after its first pop unless told otherwise ([`Consume::subscription`]).
+    /// Consume as the named consumer group (default: the competing consumers, which
+    /// always read from the beginning), starting at `start` if the group has never read
+    /// the queue: [`StartAt::Beginning`] reads the backlog, [`StartAt::New`] skips it.
+    /// The start is an argument because Queen's own default for a new group is "new
+    /// messages only": a consumer deployed after its producers would skip their backlog
+    /// without a word. (A raw [`Client::pop`] keeps Queen's default; see
+    /// [`crate::Pop::subscription`].)
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -150,11 +156,10 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
     /// # let client = queen_sdk::Client::new(broker.url())?;
     /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
     /// use futures::StreamExt;
-    /// use queen_sdk::SubscriptionMode;
+    /// use queen_sdk::StartAt;
     /// let mut billing = client
     ///     .consume::<serde_json::Value>("orders")
-    ///     .group("billing")
-    ///     .subscription(SubscriptionMode::All)
+    ///     .group("billing", StartAt::Beginning)
     ///     .stream();
     /// let delivery = billing.next().await.expect("the stream never ends")?;
     /// assert_eq!(delivery.consumer_group, "billing");
@@ -162,8 +167,9 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn group(mut self, group: impl Into<String>) -> Self {
+    pub fn group(mut self, group: impl Into<String>, start: StartAt) -> Self {
         self.spec.group = Some(group.into());
+        self.spec.start = Some(start);
         self
     }
 
@@ -243,24 +249,6 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
     /// ```
     pub fn lease(mut self, d: Duration) -> Self {
         self.spec.lease = Duration::from_secs(d.as_secs().max(1));
-        self
-    }
-
-    /// Where a new named group starts reading.
-    ///
-    /// ```
-    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
-    /// use queen_sdk::SubscriptionMode;
-    /// let replay = client
-    ///     .consume::<serde_json::Value>("orders")
-    ///     .group("replay")
-    ///     .subscription(SubscriptionMode::All)
-    ///     .stream();
-    /// # drop(replay);
-    /// # Ok::<(), queen_sdk::Error>(())
-    /// ```
-    pub fn subscription(mut self, mode: SubscriptionMode) -> Self {
-        self.spec.subscription = Some(mode);
         self
     }
 
@@ -702,5 +690,52 @@ impl<T> Delivery<T> {
     /// ```
     pub fn lease_lost_signal(&self) -> impl Future<Output = ()> + Send + 'static {
         self.keeper.lost()
+    }
+
+    /// A transaction that acks this message `completed`, fenced by its lease: the step
+    /// to add the rest of the work to and commit. Nothing is sent until
+    /// [`TransactionBuilder::commit`](crate::TransactionBuilder::commit).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use futures::StreamExt;
+    /// let mut orders = client.consume::<serde_json::Value>("orders").stream();
+    /// let order = orders.next().await.expect("the stream never ends")?;
+    /// let step = order.step().push("receipts", |p| p.payload(&order.data["id"]));
+    /// assert!(step.commit().await?.is_committed());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn step(&self) -> crate::TransactionBuilder {
+        self.keeper.client.transaction().ack(&self.msg)
+    }
+
+    /// A transaction that acks this message with `status` (`failed` to have it
+    /// redelivered, [`AckStatus::Dlq`](crate::AckStatus::Dlq) to dead-letter it),
+    /// fenced by its lease.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use futures::StreamExt;
+    /// use queen_sdk::{AckStatus, DlqQuery};
+    /// let mut orders = client.consume::<serde_json::Value>("orders").stream();
+    /// let order = orders.next().await.expect("the stream never ends")?;
+    /// order.step_with(AckStatus::Dlq).commit().await?;
+    /// assert_eq!(client.dlq::<serde_json::Value>(DlqQuery::queue("orders")).await?.messages.len(), 1);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn step_with(&self, status: crate::AckStatus) -> crate::TransactionBuilder {
+        self.keeper.client.transaction().ack_with(&self.msg, status)
     }
 }

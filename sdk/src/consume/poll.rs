@@ -10,7 +10,9 @@ use serde_json::value::RawValue;
 
 use crate::client::Client;
 use crate::error::Error;
-use crate::message::{Message, SubscriptionMode};
+use crate::message::Message;
+
+use super::StartAt;
 
 /// A message as popped, its payload not decoded yet: each is decoded on its own, so
 /// one bad payload does not fail its batch.
@@ -28,7 +30,8 @@ pub(crate) struct PollSpec {
     pub batch: u32,
     pub wait: Duration,
     pub lease: Duration,
-    pub subscription: Option<SubscriptionMode>,
+    /// Where a new group starts; sent with every pop of a named group.
+    pub start: Option<StartAt>,
 }
 
 /// What one poll came to.
@@ -88,17 +91,20 @@ impl Poller {
             .client
             .pop::<Box<RawValue>>(s.queue.clone())
             .batch(s.batch)
-            .wait(s.wait)
             .lease(s.lease)
             .single_attempt();
+        // A zero wait answers at once (a worker run until idle asks whether anything is left).
+        if !s.wait.is_zero() {
+            p = p.wait(s.wait);
+        }
         if let Some(g) = &s.group {
             p = p.group(g.clone());
         }
         if let Some(part) = &s.partition {
             p = p.partition(part.clone());
         }
-        if let Some(m) = s.subscription {
-            p = p.subscription(m);
+        if let (Some(start), Some(_)) = (s.start, &s.group) {
+            p = p.start_at(start);
         }
         match p.send().await {
             Ok(msgs) => {

@@ -21,7 +21,7 @@ use crate::validate;
 /// # let client = queen_sdk::Client::new(broker.url())?;
 /// use queen_sdk::{Kv, Ttl};
 /// // In a transaction, the closure receives a Kv...
-/// client.transaction().kv(|k| k.put("carts", "c-1", &2).ttl(Ttl::hours(1))).commit().await?.committed().unwrap();
+/// client.transaction().kv(|k| k.put("carts", "c-1", &2, Ttl::hours(1))).commit().await?.committed().unwrap();
 /// // ...and a standalone batch takes operations built from one.
 /// let out = client.kv().batch(vec![Kv.get("carts", "c-1")]).await?;
 /// assert_eq!(out.results().unwrap()[0].value, Some(serde_json::json!(2)));
@@ -41,7 +41,7 @@ pub struct Kv;
 /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
 /// # let client = queen_sdk::Client::new(broker.url())?;
 /// use queen_sdk::{Kv, KvOp, Ttl};
-/// let claim: KvOp = Kv.put_if_absent("claims", "job-9", &"worker-a").ttl(Ttl::minutes(5)).required().into();
+/// let claim: KvOp = Kv.put_if_absent("claims", "job-9", &"worker-a", Ttl::minutes(5)).required().into();
 /// assert!(matches!(claim, KvOp::PutIfAbsent(_)));
 /// let out = client.kv().batch(vec![claim, Kv.get("claims", "job-9").into()]).await?;
 /// assert!(out.results().is_some()); // the claim was free
@@ -55,13 +55,13 @@ pub struct Kv;
 /// ```compile_fail,E0599
 /// use queen_sdk::{Kv, Ttl};
 /// // `min` bounds an `incr`; a `put` has none (no method `min` on `Put`).
-/// let op = Kv.put("carts", "c-1", &2).ttl(Ttl::hours(1)).min(0);
+/// let op = Kv.put("carts", "c-1", &2, Ttl::hours(1)).min(0);
 /// ```
 ///
-/// ```compile_fail,E0599
+/// ```compile_fail,E0061
 /// use queen_sdk::Kv;
-/// // A read has no expiry.
-/// let op = Kv.get_many("carts", ["c-1"]).forever();
+/// // A read has no expiry: it takes none.
+/// let op = Kv.get("carts", "c-1", 60);
 /// ```
 ///
 /// ```compile_fail,E0599
@@ -70,13 +70,37 @@ pub struct Kv;
 /// let op = Kv.check("config", "limits", 3).ttl(60);
 /// ```
 ///
+/// And an option the broker requires is an argument: a write without its expiry does
+/// not compile (the expiry is [`Ttl::Forever`] or a time to live, never a default).
+///
+/// ```compile_fail,E0061
+/// use queen_sdk::Kv;
+/// let op = Kv.put("carts", "c-1", &2); // no expiry
+/// ```
+///
+/// ```compile_fail,E0061
+/// use queen_sdk::Kv;
+/// let op = Kv.put_if_absent("claims", "job-9", &"worker-a"); // no expiry
+/// ```
+///
+/// ```compile_fail,E0061
+/// use queen_sdk::Kv;
+/// let op = Kv.incr("stock", "sku-1", -1); // no expiry
+/// ```
+///
+/// ```compile_fail,E0599
+/// use queen_sdk::{Kv, Ttl};
+/// // The expiry is given once, as an argument: there is no setter to give it twice.
+/// let op = Kv.put("carts", "c-1", &2, Ttl::hours(1)).ttl(Ttl::Forever);
+/// ```
+///
 /// The same chains with the options those operations do have build:
 ///
 /// ```
 /// use queen_sdk::{Kv, KvOp, Ttl};
 /// let ops: Vec<KvOp> = vec![
-///     Kv.incr("stock", "sku-1", -1).min(0).ttl(Ttl::hours(1)).into(),
-///     Kv.put("carts", "c-1", &2).ttl(Ttl::hours(1)).expect(3).required().into(),
+///     Kv.incr("stock", "sku-1", -1, Ttl::hours(1)).min(0).into(),
+///     Kv.put("carts", "c-1", &2, Ttl::hours(1)).expect(3).required().into(),
 ///     Kv.get_many("carts", ["c-1"]).into(),
 ///     Kv.check("config", "limits", 3).required().into(),
 /// ];
@@ -137,7 +161,7 @@ pub struct GetMany {
 ///
 /// ```
 /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
-/// let body = client.transaction().kv(|k| k.put("carts", "c-1", &2).forever()).to_body()?;
+/// let body = client.transaction().kv(|k| k.put("carts", "c-1", &2, Ttl::Forever)).to_body()?;
 /// assert_eq!(body["kv"][0]["op"], "put");
 /// # Ok::<(), queen_sdk::Error>(())
 /// ```
@@ -147,7 +171,7 @@ pub struct Put {
     ns: String,
     key: String,
     value: std::result::Result<Box<RawValue>, String>,
-    ttl: Option<Ttl>,
+    ttl: Ttl,
     expect: Option<u64>,
     required: bool,
 }
@@ -157,7 +181,7 @@ pub struct Put {
 ///
 /// ```
 /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
-/// let body = client.transaction().kv(|k| k.put_if_absent("claims", "job-9", &"w-1").forever()).to_body()?;
+/// let body = client.transaction().kv(|k| k.put_if_absent("claims", "job-9", &"w-1", Ttl::Forever)).to_body()?;
 /// assert_eq!(body["kv"][0]["op"], "putIfAbsent");
 /// # Ok::<(), queen_sdk::Error>(())
 /// ```
@@ -167,7 +191,7 @@ pub struct PutIfAbsent {
     ns: String,
     key: String,
     value: std::result::Result<Box<RawValue>, String>,
-    ttl: Option<Ttl>,
+    ttl: Ttl,
     required: bool,
 }
 
@@ -209,7 +233,7 @@ pub struct Check {
 ///
 /// ```
 /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
-/// let body = client.transaction().kv(|k| k.incr("stats", "orders", 2).forever()).to_body()?;
+/// let body = client.transaction().kv(|k| k.incr("stats", "orders", 2, Ttl::Forever)).to_body()?;
 /// assert_eq!(body["kv"][0]["delta"], 2);
 /// # Ok::<(), queen_sdk::Error>(())
 /// ```
@@ -219,7 +243,7 @@ pub struct Incr {
     ns: String,
     key: String,
     delta: i64,
-    ttl: Option<Ttl>,
+    ttl: Ttl,
     min: Option<i64>,
     max: Option<i64>,
     required: bool,
@@ -236,7 +260,7 @@ impl Kv {
     /// use queen_sdk::Ttl;
     /// let c = client
     ///     .transaction()
-    ///     .kv(|k| k.put("orders", "o-7", &serde_json::json!({"status": "paid"})).ttl(Ttl::days(30)))
+    ///     .kv(|k| k.put("orders", "o-7", &serde_json::json!({"status": "paid"}), Ttl::days(30)))
     ///     .commit()
     ///     .await?
     ///     .committed()
@@ -248,12 +272,18 @@ impl Kv {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn put<T: Serialize + ?Sized>(self, ns: &str, key: &str, value: &T) -> Put {
+    pub fn put<T: Serialize + ?Sized>(
+        self,
+        ns: impl Into<String>,
+        key: impl Into<String>,
+        value: &T,
+        ttl: impl Into<Ttl>,
+    ) -> Put {
         Put {
-            ns: ns.to_string(),
-            key: key.to_string(),
+            ns: ns.into(),
+            key: key.into(),
             value: serde_json::value::to_raw_value(value).map_err(|e| e.to_string()),
-            ttl: None,
+            ttl: ttl.into(),
             expect: None,
             required: false,
         }
@@ -270,7 +300,7 @@ impl Kv {
     /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use queen_sdk::Ttl;
     /// let claim = |worker: &'static str| {
-    ///     client.transaction().kv(move |k| k.put_if_absent("claims", "job-9", &worker).ttl(Ttl::minutes(5)))
+    ///     client.transaction().kv(move |k| k.put_if_absent("claims", "job-9", &worker, Ttl::minutes(5)))
     /// };
     /// claim("worker-a").commit().await?.committed().unwrap();
     /// let lost = claim("worker-b").commit().await?.committed().unwrap();
@@ -283,15 +313,16 @@ impl Kv {
     /// ```
     pub fn put_if_absent<T: Serialize + ?Sized>(
         self,
-        ns: &str,
-        key: &str,
+        ns: impl Into<String>,
+        key: impl Into<String>,
         value: &T,
+        ttl: impl Into<Ttl>,
     ) -> PutIfAbsent {
         PutIfAbsent {
-            ns: ns.to_string(),
-            key: key.to_string(),
+            ns: ns.into(),
+            key: key.into(),
             value: serde_json::value::to_raw_value(value).map_err(|e| e.to_string()),
-            ttl: None,
+            ttl: ttl.into(),
             required: false,
         }
     }
@@ -310,10 +341,10 @@ impl Kv {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn delete(self, ns: &str, key: &str) -> Delete {
+    pub fn delete(self, ns: impl Into<String>, key: impl Into<String>) -> Delete {
         Delete {
-            ns: ns.to_string(),
-            key: key.to_string(),
+            ns: ns.into(),
+            key: key.into(),
             expect: None,
             required: false,
         }
@@ -343,10 +374,10 @@ impl Kv {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn check(self, ns: &str, key: &str, expect: u64) -> Check {
+    pub fn check(self, ns: impl Into<String>, key: impl Into<String>, expect: u64) -> Check {
         Check {
-            ns: ns.to_string(),
-            key: key.to_string(),
+            ns: ns.into(),
+            key: key.into(),
             expect,
             required: false,
         }
@@ -360,7 +391,7 @@ impl Kv {
     /// # async fn main() -> anyhow::Result<()> {
     /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
     /// # let client = queen_sdk::Client::new(broker.url())?;
-    /// let add = |n| client.transaction().kv(move |k| k.incr("stats", "orders", n).forever());
+    /// let add = |n| client.transaction().kv(move |k| k.incr("stats", "orders", n, Ttl::Forever));
     /// add(5).commit().await?.committed().unwrap();
     /// let c = add(-2).commit().await?.committed().unwrap();
     /// assert_eq!(c.kv().next().unwrap().value, Some(serde_json::json!(3)));
@@ -368,12 +399,18 @@ impl Kv {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn incr(self, ns: &str, key: &str, delta: i64) -> Incr {
+    pub fn incr(
+        self,
+        ns: impl Into<String>,
+        key: impl Into<String>,
+        delta: i64,
+        ttl: impl Into<Ttl>,
+    ) -> Incr {
         Incr {
-            ns: ns.to_string(),
-            key: key.to_string(),
+            ns: ns.into(),
+            key: key.into(),
             delta,
-            ttl: None,
+            ttl: ttl.into(),
             min: None,
             max: None,
             required: false,
@@ -397,10 +434,10 @@ impl Kv {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn get(self, ns: &str, key: &str) -> Get {
+    pub fn get(self, ns: impl Into<String>, key: impl Into<String>) -> Get {
         Get {
-            ns: ns.to_string(),
-            key: key.to_string(),
+            ns: ns.into(),
+            key: key.into(),
             expect: None,
             required: false,
         }
@@ -432,46 +469,14 @@ impl Kv {
     /// ```
     pub fn get_many<I: IntoIterator<Item = S>, S: Into<String>>(
         self,
-        ns: &str,
+        ns: impl Into<String>,
         keys: I,
     ) -> GetMany {
         GetMany {
-            ns: ns.to_string(),
+            ns: ns.into(),
             keys: keys.into_iter().map(Into::into).collect(),
         }
     }
-}
-
-/// `ttl` and `forever` for the operations that write a row with an expiry.
-macro_rules! expiry {
-    ($t:ident, $build:literal) => {
-        impl $t {
-            #[doc = concat!(
-                "The row lapses after `ttl` (whole seconds, at least 1), from a [`Ttl`] or a ",
-                "[`Duration`](std::time::Duration).\n\n```\n",
-                "# let client = queen_sdk::Client::new(\"http://127.0.0.1:6632\")?;\n",
-                "use queen_sdk::Ttl;\n",
-                "let body = client.transaction().kv(|k| k.", $build, ".ttl(Ttl::minutes(15))).to_body()?;\n",
-                "assert_eq!(body[\"kv\"][0][\"ttlSeconds\"], 900);\n",
-                "# Ok::<(), queen_sdk::Error>(())\n```"
-            )]
-            pub fn ttl(mut self, ttl: impl Into<Ttl>) -> Self {
-                self.ttl = Some(ttl.into());
-                self
-            }
-
-            #[doc = concat!(
-                "The row never lapses.\n\n```\n",
-                "# let client = queen_sdk::Client::new(\"http://127.0.0.1:6632\")?;\n",
-                "let body = client.transaction().kv(|k| k.", $build, ".forever()).to_body()?;\n",
-                "assert_eq!(body[\"kv\"][0][\"forever\"], true);\n",
-                "# Ok::<(), queen_sdk::Error>(())\n```"
-            )]
-            pub fn forever(self) -> Self {
-                self.ttl(Ttl::Forever)
-            }
-        }
-    };
 }
 
 /// `required` for every operation that has it.
@@ -482,6 +487,7 @@ macro_rules! required {
                 "Makes the operation a gate: if it does not apply, the whole transaction ",
                 "answers [`Commit::Gated`](crate::Commit::Gated) and writes nothing.\n\n```\n",
                 "# let client = queen_sdk::Client::new(\"http://127.0.0.1:6632\")?;\n",
+                "# #[allow(unused_imports)] use queen_sdk::Ttl;\n",
                 "let body = client.transaction().kv(|k| k.", $build, ".required()).to_body()?;\n",
                 "assert_eq!(body[\"kv\"][0][\"required\"], true);\n",
                 "# Ok::<(), queen_sdk::Error>(())\n```"
@@ -503,6 +509,7 @@ macro_rules! expect {
                 "otherwise the operation does not apply (`reason: \"version\"`, or ",
                 "`\"exists\"` / `\"absent\"`).\n\n```\n",
                 "# let client = queen_sdk::Client::new(\"http://127.0.0.1:6632\")?;\n",
+                "# #[allow(unused_imports)] use queen_sdk::Ttl;\n",
                 "let body = client.transaction().kv(|k| k.", $build, ".expect(7)).to_body()?;\n",
                 "assert_eq!(body[\"kv\"][0][\"expect\"], 7);\n",
                 "# Ok::<(), queen_sdk::Error>(())\n```"
@@ -515,19 +522,13 @@ macro_rules! expect {
     };
 }
 
-expiry!(Put, "put(\"carts\", \"c-1\", &2)");
-expect!(Put, "put(\"carts\", \"c-1\", &2).forever()");
-required!(Put, "put(\"carts\", \"c-1\", &2).forever()");
-expiry!(
-    PutIfAbsent,
-    "put_if_absent(\"claims\", \"job-9\", &\"w-1\")"
-);
+expect!(Put, "put(\"carts\", \"c-1\", &2, Ttl::Forever)");
+required!(Put, "put(\"carts\", \"c-1\", &2, Ttl::Forever)");
 required!(
     PutIfAbsent,
-    "put_if_absent(\"claims\", \"job-9\", &\"w-1\").forever()"
+    "put_if_absent(\"claims\", \"job-9\", &\"w-1\", Ttl::Forever)"
 );
-expiry!(Incr, "incr(\"stats\", \"orders\", 1)");
-required!(Incr, "incr(\"stats\", \"orders\", 1).forever()");
+required!(Incr, "incr(\"stats\", \"orders\", 1, Ttl::Forever)");
 expect!(Delete, "delete(\"carts\", \"c-1\")");
 required!(Delete, "delete(\"carts\", \"c-1\")");
 required!(Check, "check(\"config\", \"limits\", 3)");
@@ -535,17 +536,30 @@ expect!(Get, "get(\"carts\", \"c-1\")");
 required!(Get, "get(\"carts\", \"c-1\").expect(7)");
 
 impl Incr {
-    /// The lowest allowed result; a step below it does not apply (`reason: "limit"`).
+    /// The lowest allowed result. A step that would go below it does not apply: on its
+    /// own the operation answers `applied: false` with [`KvReason::Limit`] and **the rest
+    /// of the transaction still commits** (the number is left as it was); add
+    /// [`Incr::required`] to refuse the whole transaction instead ([`Commit::Gated`]), as
+    /// a stock reservation must.
+    ///
+    /// [`KvReason::Limit`]: crate::KvReason::Limit
+    /// [`Commit::Gated`]: crate::Commit::Gated
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> anyhow::Result<()> {
     /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
     /// # let client = queen_sdk::Client::new(broker.url())?;
-    /// let take = || client.transaction().kv(|k| k.incr("stock", "sku-1", -1).min(0).forever());
-    /// let c = take().commit().await?.committed().unwrap(); // 0 - 1 would be below 0
+    /// use queen_sdk::{Commit, KvReason, Ttl};
+    /// let take = || client.transaction().push("picks", |p| p.payload(&"sku-1")).kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0));
+    /// // 0 - 1 would be below 0: the decrement does not apply, but the push commits.
+    /// let c = take().commit().await?.committed().unwrap();
     /// let r = c.kv().next().unwrap();
-    /// assert_eq!((r.applied, r.reason.as_deref()), (Some(false), Some("limit")));
+    /// assert_eq!((r.applied, r.reason.clone()), (Some(false), Some(KvReason::Limit)));
+    /// assert_eq!(broker.inspect().messages("picks", queen_sdk::DEFAULT_PARTITION)?.len(), 1);
+    /// // Required, the limit refuses the whole step.
+    /// let step = take().kv(|k| k.incr("stock", "sku-2", -1, Ttl::Forever).min(0).required());
+    /// assert!(matches!(step.commit().await?, Commit::Gated { .. }));
     /// # broker.shutdown().await;
     /// # Ok(())
     /// # }
@@ -555,19 +569,22 @@ impl Incr {
         self
     }
 
-    /// The highest allowed result; a step above it does not apply (`reason: "limit"`).
+    /// The highest allowed result; a step above it does not apply (`applied: false`,
+    /// [`KvReason::Limit`](crate::KvReason::Limit)) and, unless [`Incr::required`], the
+    /// rest of the transaction still commits (see [`Incr::min`]).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> anyhow::Result<()> {
     /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
     /// # let client = queen_sdk::Client::new(broker.url())?;
-    /// let hit = || client.transaction().kv(|k| k.incr("quota", "user-1", 1).max(2).forever());
+    /// use queen_sdk::{KvReason, Ttl};
+    /// let hit = || client.transaction().kv(|k| k.incr("quota", "user-1", 1, Ttl::Forever).max(2));
     /// for _ in 0..2 {
     ///     assert_eq!(hit().commit().await?.committed().unwrap().kv().next().unwrap().applied, Some(true));
     /// }
     /// let third = hit().commit().await?.committed().unwrap();
-    /// assert_eq!(third.kv().next().unwrap().reason.as_deref(), Some("limit"));
+    /// assert_eq!(third.kv().next().unwrap().reason, Some(KvReason::Limit));
     /// # broker.shutdown().await;
     /// # Ok(())
     /// # }
@@ -702,16 +719,10 @@ impl KvOp {
             KvOp::Put(Put { ttl, .. })
             | KvOp::PutIfAbsent(PutIfAbsent { ttl, .. })
             | KvOp::Incr(Incr { ttl, .. }) => match ttl {
-                None => {
-                    return Err(Error::invalid(
-                        op,
-                        "needs exactly one expiry: .ttl(..) or .forever()",
-                    ));
-                }
-                Some(Ttl::Seconds(0)) => {
+                Ttl::Seconds(0) => {
                     return Err(Error::invalid(op, "a TTL must be at least 1 second"));
                 }
-                Some(t) => Some(*t),
+                t => Some(*t),
             },
             _ => None,
         };

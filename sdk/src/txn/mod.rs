@@ -10,7 +10,7 @@
 //!     .transaction()
 //!     .ack(&msg)
 //!     .push("receipts", |p| p.partition("customer-123").payload(&json!({"orderId": "order-7"})))
-//!     .kv(|k| k.put("orders", "order-7", &json!({"status": "paid"})).ttl(Ttl::days(30)))
+//!     .kv(|k| k.put("orders", "order-7", &json!({"status": "paid"}), Ttl::days(30)))
 //!     .once("paid", "order-7-paid", Ttl::days(1))
 //!     .timer("reminders", |t| t.key("order-7").after(Duration::from_secs(86_400)).payload(&json!({"orderId": "order-7"})))
 //!     .commit()
@@ -27,6 +27,7 @@
 //! # Ok(()) }
 //! ```
 
+mod gate;
 mod ops;
 pub(crate) mod results;
 mod ttl;
@@ -39,6 +40,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+pub use gate::{Gate, GateKind, KvReason};
 pub(crate) use ops::Position;
 pub use ops::Push;
 pub(crate) use results::gate_fields;
@@ -88,7 +90,7 @@ enum Operation {
 ///     .transaction()
 ///     .ack(&msg)
 ///     .push("receipts", |p| p.partition("customer-1").payload(&json!({"orderId": "o-7"})))
-///     .kv(|k| k.put("orders", "o-7", &json!({"status": "paid"})).ttl(Ttl::days(30)))
+///     .kv(|k| k.put("orders", "o-7", &json!({"status": "paid"}), Ttl::days(30)))
 ///     .once("paid", "o-7-paid", Ttl::days(1))
 ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(86_400)).payload(&"o-7"))
 ///     .commit()
@@ -106,7 +108,8 @@ enum Operation {
 pub struct TransactionBuilder {
     client: Client,
     ops: Vec<Operation>,
-    kv: Vec<KvOp>,
+    /// Each KV operation with the call that made it (a gate's kind).
+    kv: Vec<(KvOp, GateKind)>,
     timers: Vec<Timer>,
     positions: Vec<Position>,
     retry_unsafe: bool,
@@ -122,7 +125,7 @@ impl Client {
     /// # let client = queen_sdk::Client::new(broker.url())?;
     /// let outcome = client
     ///     .transaction()
-    ///     .kv(|k| k.incr("stats", "orders", 1).forever())
+    ///     .kv(|k| k.incr("stats", "orders", 1, Ttl::Forever))
     ///     .commit()
     ///     .await?;
     /// assert!(outcome.is_committed());
@@ -242,7 +245,7 @@ impl TransactionBuilder {
     /// use queen_sdk::Ttl;
     /// let c = client
     ///     .transaction()
-    ///     .kv(|k| k.put("carts", "c-1", &serde_json::json!({"items": 2})).ttl(Ttl::hours(1)))
+    ///     .kv(|k| k.put("carts", "c-1", &serde_json::json!({"items": 2}), Ttl::hours(1)))
     ///     .kv(|k| k.get("carts", "c-2"))
     ///     .commit()
     ///     .await?
@@ -256,7 +259,7 @@ impl TransactionBuilder {
     /// # }
     /// ```
     pub fn kv<O: Into<KvOp>>(mut self, f: impl FnOnce(Kv) -> O) -> Self {
-        self.kv.push(f(Kv).into());
+        self.kv.push((f(Kv).into(), GateKind::Condition));
         self
     }
 
@@ -285,9 +288,15 @@ impl TransactionBuilder {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn once(self, ns: &str, key: &str, ttl: impl Into<Ttl>) -> Self {
-        let ttl = ttl.into();
-        self.kv(|k| k.put_if_absent(ns, key, &true).ttl(ttl).required())
+    pub fn once(
+        mut self,
+        ns: impl Into<String>,
+        key: impl Into<String>,
+        ttl: impl Into<Ttl>,
+    ) -> Self {
+        let marker = Kv.put_if_absent(ns, key, &true, ttl).required();
+        self.kv.push((marker.into(), GateKind::Once));
+        self
     }
 
     /// Adds a timer operation on `queue`, configured by `f` (see [`Timer`]): when it fires,
@@ -374,7 +383,7 @@ impl TransactionBuilder {
     /// let outcome = client
     ///     .transaction()
     ///     .guard(&lock.guard())
-    ///     .kv(|k| k.put("reports", "nightly", &"done").ttl(Ttl::days(1)))
+    ///     .kv(|k| k.put("reports", "nightly", &"done", Ttl::days(1)))
     ///     .commit()
     ///     .await?;
     /// assert!(outcome.is_committed());
@@ -386,10 +395,13 @@ impl TransactionBuilder {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn guard(self, lock: &LockGuard) -> Self {
+    pub fn guard(mut self, lock: &LockGuard) -> Self {
         let key = format!("{}#{}", lock.name, lock.slot);
-        let token = lock.token;
-        self.kv(|k| k.check(crate::locks::NAMESPACE, &key, token).required())
+        let check = Kv
+            .check(crate::locks::NAMESPACE, key, lock.token)
+            .required();
+        self.kv.push((check.into(), GateKind::Guard));
+        self
     }
 
     /// Retries this transaction after a 5xx or a lost connection even though it is not
@@ -402,7 +414,7 @@ impl TransactionBuilder {
     /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use queen_mock_broker::harness::Fault;
     /// use queen_sdk::Error;
-    /// let count = || client.transaction().kv(|k| k.incr("stats", "visits", 1).forever());
+    /// let count = || client.transaction().kv(|k| k.incr("stats", "visits", 1, Ttl::Forever));
     /// // The broker commits, then the answer is lost.
     /// broker.faults().inject(Fault::commit_then_drop().on("/api/v1/transaction"));
     /// assert!(matches!(count().commit().await, Err(Error::OutcomeUnknown { .. })));
@@ -455,7 +467,7 @@ impl TransactionBuilder {
                 }
             )
         });
-        let gated = self.kv.iter().any(KvOp::required);
+        let gated = self.kv.iter().any(|(k, _)| k.required());
         let has_push = self.ops.iter().any(|o| matches!(o, Operation::Push(_)));
         if self.retry_unsafe || fenced || gated || (has_push && pushes_deterministic) {
             Replay::Safe
@@ -474,7 +486,7 @@ impl TransactionBuilder {
     /// let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
     /// let body = client
     ///     .transaction()
-    ///     .kv(|k| k.put("orders", "o-7", &"paid").ttl(Ttl::days(1)))
+    ///     .kv(|k| k.put("orders", "o-7", &"paid", Ttl::days(1)))
     ///     .to_body()?;
     /// assert_eq!(
     ///     body,
@@ -584,7 +596,7 @@ impl TransactionBuilder {
                         kind: Some("push"),
                     };
                     validate::name(&op_name, &p.queue)?;
-                    let partition = p.partition.as_deref().unwrap_or("Default");
+                    let partition = p.partition.as_deref().unwrap_or(crate::DEFAULT_PARTITION);
                     validate::name(&op_name, partition)?;
                     let txn = match &p.transaction_id {
                         Some(t) => t.clone(),
@@ -671,7 +683,7 @@ impl TransactionBuilder {
                 _ => 0,
             })
             .sum();
-        let values: usize = self.kv.iter().map(KvOp::value_len).sum();
+        let values: usize = self.kv.iter().map(|(k, _)| k.value_len()).sum();
         let timed: usize = self
             .timers
             .iter()
@@ -695,7 +707,7 @@ impl TransactionBuilder {
                 ),
             ));
         }
-        let keys: usize = self.kv.iter().map(KvOp::key_count).sum();
+        let keys: usize = self.kv.iter().map(|(k, _)| k.key_count()).sum();
         if keys > validate::MAX_KV_KEYS {
             return Err(Error::invalid(
                 "kv",
@@ -704,7 +716,7 @@ impl TransactionBuilder {
         }
         let mut written = HashSet::new();
         let mut out = Vec::with_capacity(self.kv.len());
-        for (i, k) in self.kv.iter().enumerate() {
+        for (i, (k, _)) in self.kv.iter().enumerate() {
             let op = validate::Part {
                 list: "kv",
                 index: i,
@@ -806,7 +818,11 @@ impl TransactionBuilder {
             .client
             .post("/api/v1/transaction", body, self.replay(deterministic))
             .await?;
-        let commit = decode_commit(&answer)?;
+        let commit = decode_commit(&answer, |slot, reason, version, value| {
+            let index = slot.saturating_sub(self.ops.len());
+            let op = self.kv.get(index).map(|(op, kind)| (op, *kind));
+            Gate::of(slot, index, op, reason, version, value)
+        })?;
         // A Queen v0 broker ignores `kv`, `timers` and `positions` and commits the rest:
         // its results then hold only the operations'. Say so instead of reporting a
         // commit of parts that were never applied, and refuse them from now on.
@@ -890,8 +906,12 @@ fn span_in(body: &[u8], text: &str) -> Option<std::ops::Range<usize>> {
     std::ptr::eq(inner.as_ptr(), text.as_ptr()).then_some(span)
 }
 
-/// Decodes a transaction answer.
-pub(crate) fn decode_commit(answer: &crate::client::Answer) -> Result<Commit> {
+/// Decodes a transaction answer; `gate` names the gate of a `kv_precondition` rollback
+/// from its slot, reason, version and value.
+pub(crate) fn decode_commit(
+    answer: &crate::client::Answer,
+    gate: impl FnOnce(usize, &str, Option<u64>, Option<Value>) -> Gate,
+) -> Result<Commit> {
     let retried = answer.maybe_applied_before;
     let b: CommitAnswer<'_> = answer.decode_borrowed("transaction answer")?;
     let id = b.transaction_id.unwrap_or_default();
@@ -920,12 +940,15 @@ pub(crate) fn decode_commit(answer: &crate::client::Answer) -> Result<Commit> {
                 None => RollbackReason::from_error_text(b.error.as_deref().unwrap_or("")),
             };
             if reason == RollbackReason::KvPrecondition {
+                let gate = gate(
+                    b.failed_index.unwrap_or(0) as usize,
+                    b.kv_reason.as_deref().unwrap_or_default(),
+                    b.version,
+                    b.value.filter(|v| !v.is_null()),
+                );
                 return Ok(Commit::Gated {
                     transaction_id: id,
-                    failed_index: b.failed_index.unwrap_or(0) as usize,
-                    kv_reason: b.kv_reason.unwrap_or_default(),
-                    version: b.version,
-                    value: b.value.filter(|v| !v.is_null()),
+                    gate,
                     retried,
                 });
             }

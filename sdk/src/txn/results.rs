@@ -85,7 +85,7 @@ pub struct PushResult {
 /// let c = client
 ///     .transaction()
 ///     .push("receipts", |p| p.payload(&"paid"))
-///     .kv(|k| k.put("orders", "o-7", &"paid").ttl(Ttl::days(1)))
+///     .kv(|k| k.put("orders", "o-7", &"paid", Ttl::days(1)))
 ///     .commit()
 ///     .await?
 ///     .committed()
@@ -107,8 +107,8 @@ pub struct KvResult {
     pub op: String,
     /// Whether a write or check held (`None` for reads).
     pub applied: Option<bool>,
-    /// Why it did not (`exists`, `absent`, `version`, `limit`, `type`).
-    pub reason: Option<String>,
+    /// Why it did not.
+    pub reason: Option<crate::KvReason>,
     /// The key.
     pub key: Option<String>,
     /// The value written, read, or found in the way.
@@ -157,7 +157,7 @@ impl KvResult {
                 .map_or(op_index, |n| n as usize),
             op: s(v, "op").unwrap_or_default(),
             applied: v.get("applied").and_then(Value::as_bool),
-            reason: s(v, "reason"),
+            reason: s(v, "reason").map(|r| crate::KvReason::parse(&r)),
             key: s(v, "key"),
             value: v.get("value").cloned(),
             version: v.get("version").and_then(Value::as_u64),
@@ -274,7 +274,7 @@ pub struct PositionResult {
 /// let c = client
 ///     .transaction()
 ///     .ack(&msg)
-///     .kv(|k| k.incr("stats", "orders", 1).forever())
+///     .kv(|k| k.incr("stats", "orders", 1, Ttl::Forever))
 ///     .commit()
 ///     .await?
 ///     .committed()
@@ -385,7 +385,7 @@ impl StepResult {
                         op_index: t.op_index.unwrap_or(0) as usize,
                         op: t.op.unwrap_or_default(),
                         applied: t.applied,
-                        reason: t.reason,
+                        reason: t.reason.map(|r| crate::KvReason::parse(&r)),
                         key: t.key,
                         value: t.value,
                         version: t.version,
@@ -564,7 +564,7 @@ impl Committed {
     /// let c = client
     ///     .transaction()
     ///     .push("receipts", |p| p.payload(&"paid"))
-    ///     .kv(|k| k.put("orders", "o-7", &"paid").forever())
+    ///     .kv(|k| k.put("orders", "o-7", &"paid", Ttl::Forever))
     ///     .commit()
     ///     .await?
     ///     .committed()
@@ -634,8 +634,8 @@ impl Committed {
     /// # let client = queen_sdk::Client::new(broker.url())?;
     /// let c = client
     ///     .transaction()
-    ///     .kv(|k| k.incr("stats", "a", 1).forever())
-    ///     .kv(|k| k.incr("stats", "b", 5).forever())
+    ///     .kv(|k| k.incr("stats", "a", 1, Ttl::Forever))
+    ///     .kv(|k| k.incr("stats", "b", 5, Ttl::Forever))
     ///     .commit()
     ///     .await?
     ///     .committed()
@@ -813,8 +813,9 @@ impl PartialEq for Committed {
 /// for _ in 0..2 {
 ///     match step().commit().await? {
 ///         Commit::Committed(c) => println!("sent, in {}", c.transaction_id),
-///         Commit::Gated { failed_index, kv_reason, .. } => {
-///             assert_eq!((failed_index, kv_reason.as_str()), (1, "exists")); // slot 1: the gate
+///         Commit::Gated { gate, .. } => {
+///             assert!(gate.already_done()); // the `once` marker exists: sent before
+///             assert_eq!((gate.index, gate.slot), (0, 1)); // kv[0], after the push's slot 0
 ///         }
 ///     }
 /// }
@@ -828,20 +829,16 @@ impl PartialEq for Committed {
 pub enum Commit {
     /// Everything applied.
     Committed(Committed),
-    /// A `required` KV operation lost its precondition: nothing was written. This is a
-    /// value, not an error: a gate that holds someone else's marker usually means the
-    /// step was already done.
+    /// A `required` KV operation did not apply: nothing was written. This is a value,
+    /// not an error; [`Gate`](crate::Gate) says which gate refused and why, and
+    /// [`Gate::already_done`](crate::Gate::already_done) whether that means the step was
+    /// done before (a `once` marker that exists) or was refused (a lapsed lock, a failed
+    /// condition).
     Gated {
         /// The id the broker minted for this call.
         transaction_id: String,
-        /// The slot of the operation that lost.
-        failed_index: usize,
-        /// `exists`, `absent`, `version`, `limit` or `type`.
-        kv_reason: String,
-        /// The row's current version, if it exists.
-        version: Option<u64>,
-        /// The row's current value, if it exists.
-        value: Option<Value>,
+        /// The gate that refused the step.
+        gate: crate::Gate,
         /// This came to a retry: the first attempt most probably committed.
         retried: bool,
     },

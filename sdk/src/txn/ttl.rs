@@ -1,19 +1,21 @@
 //! KV expiry: a TTL in seconds, or forever.
 
+use std::str::FromStr;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// How long a written KV row lives. Every `put`, `putIfAbsent` and `incr` carries
-/// exactly one.
+/// How long a written KV row lives: `put`, `put_if_absent` and `incr` take one as an
+/// argument, [`Ttl::Forever`] or a time to live (a [`Duration`] converts, rounded up to
+/// whole seconds).
 ///
 /// ```
 /// use std::time::Duration;
 /// use queen_sdk::Ttl;
-/// assert_eq!(Ttl::parse("30d")?, Ttl::days(30));
-/// assert_eq!(Ttl::parse("90m")?, Ttl::seconds(5400));
+/// assert_eq!("30d".parse::<Ttl>()?, Ttl::days(30));
+/// assert_eq!("90m".parse::<Ttl>()?, Ttl::seconds(5400));
 /// assert_eq!(Ttl::from(Duration::from_millis(1500)), Ttl::seconds(2));
-/// assert!(Ttl::parse("soon").is_err());
+/// assert!("soon".parse::<Ttl>().is_err());
 /// # Ok::<(), queen_sdk::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,30 +66,28 @@ impl Ttl {
     pub fn days(n: u64) -> Self {
         Ttl::Seconds(n * 86_400)
     }
+}
 
-    /// Never lapses.
-    ///
-    /// ```
-    /// use queen_sdk::Ttl;
-    /// assert_eq!(Ttl::forever(), Ttl::Forever);
-    /// ```
-    pub fn forever() -> Self {
-        Ttl::Forever
-    }
+/// Parses `"45s"`, `"30m"`, `"12h"`, `"30d"` (a bare number is seconds) and
+/// `"forever"`; anything else is [`Error::Invalid`].
+///
+/// ```
+/// use queen_sdk::Ttl;
+/// assert_eq!("45s".parse::<Ttl>()?, Ttl::seconds(45));
+/// assert_eq!(" 12h ".parse::<Ttl>()?, Ttl::hours(12));
+/// assert_eq!("600".parse::<Ttl>()?, Ttl::minutes(10));
+/// assert_eq!("forever".parse::<Ttl>()?, Ttl::Forever);
+/// assert!("2w".parse::<Ttl>().is_err()); // units are s, m, h and d
+/// # Ok::<(), queen_sdk::Error>(())
+/// ```
+impl FromStr for Ttl {
+    type Err = Error;
 
-    /// Parses `"45s"`, `"30m"`, `"12h"`, `"30d"` (a bare number is seconds). It never
-    /// answers [`Ttl::Forever`].
-    ///
-    /// ```
-    /// use queen_sdk::Ttl;
-    /// assert_eq!(Ttl::parse("45s")?, Ttl::seconds(45));
-    /// assert_eq!(Ttl::parse(" 12h ")?, Ttl::hours(12));
-    /// assert_eq!(Ttl::parse("600")?, Ttl::minutes(10));
-    /// assert!(Ttl::parse("2w").is_err()); // units are s, m, h and d
-    /// # Ok::<(), queen_sdk::Error>(())
-    /// ```
-    pub fn parse(s: &str) -> Result<Self> {
+    fn from_str(s: &str) -> Result<Self> {
         let s = s.trim();
+        if s == "forever" {
+            return Ok(Ttl::Forever);
+        }
         let (num, unit) = match s.char_indices().last() {
             Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c),
             _ => (s, 's'),

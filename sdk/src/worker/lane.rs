@@ -22,17 +22,21 @@ use crate::consume::lease::LeaseKeeper;
 use crate::consume::poll::RawMessage;
 use crate::consume::{Delivery, decode_payload};
 use crate::message::{AckStatus, Message};
-use crate::txn::TransactionBuilder;
+use crate::txn::{Gate, TransactionBuilder};
 
-use super::settle::{self, Outcome};
+use super::settle::{self, Outcome, Step};
 use super::summary::{ErrorKind, Tally};
 
-/// The handler, its error type erased to its text.
-pub(crate) type Handler<T> = Arc<
-    dyn Fn(Delivery<T>) -> Pin<Box<dyn Future<Output = Result<TransactionBuilder, String>> + Send>>
-        + Send
-        + Sync,
->;
+/// What a handler's future answers, its error type erased to its text.
+pub(crate) type StepFuture =
+    Pin<Box<dyn Future<Output = Result<TransactionBuilder, String>> + Send>>;
+
+/// The handler: a delivery and its step (the fenced ack) in, the step to commit out.
+pub(crate) type Handler<T> =
+    Arc<dyn Fn(Delivery<T>, TransactionBuilder) -> StepFuture + Send + Sync>;
+
+/// The handler of steps a gate refused ([`crate::Worker::on_refused`]).
+pub(crate) type RefusedHandler<T> = Arc<dyn Fn(Delivery<T>, Gate) -> StepFuture + Send + Sync>;
 
 /// The handler of payloads that do not decode ([`crate::Worker::on_undecodable`]).
 pub(crate) type UndecodableHandler = Arc<
@@ -53,6 +57,8 @@ pub(crate) struct Lanes<T> {
     pub handler: Handler<T>,
     /// `None`: undecodable payloads are dead-lettered.
     pub undecodable: Option<UndecodableHandler>,
+    /// `None`: a refused step is acked `failed` with the gate as the reason.
+    pub refused: Option<RefusedHandler<T>>,
     pub observer: Option<Observer>,
     pub tally: Tally,
     /// `true` once the worker is stopping: no new message is started.
@@ -148,7 +154,7 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
             // The nack gave back this message and everything after it: they come again,
             // in order, at a later pop. Released explicitly too, for a broker that frees
             // a batch only once every message of it is acked.
-            Outcome::Failed { .. } => {
+            Outcome::Failed { .. } | Outcome::Refused { .. } => {
                 release(&lanes, &mut pending).await;
                 return;
             }
@@ -225,13 +231,17 @@ async fn one<T: DeserializeOwned + Send + 'static>(
         outcome = tracing::field::Empty,
     );
     let settled = async {
-        let task = match decode_payload::<T>(raw) {
+        // A refused step's handler gets the delivery again: keep its payload for it.
+        let again = lanes.refused.as_ref().map(|_| raw.clone());
+        let (task, decoded) = match decode_payload::<T>(raw) {
             Ok(msg) => {
                 let delivery = Delivery {
                     msg,
                     keeper: Arc::clone(keeper),
                 };
-                tokio::spawn((lanes.handler)(delivery).in_current_span())
+                let step = delivery.step();
+                let task = tokio::spawn((lanes.handler)(delivery, step).in_current_span());
+                (task, true)
             }
             Err((msg, reason)) => match &lanes.undecodable {
                 None => {
@@ -245,29 +255,53 @@ async fn one<T: DeserializeOwned + Send + 'static>(
                         msg,
                         keeper: Arc::clone(keeper),
                     };
-                    tokio::spawn(handler(delivery, reason).in_current_span())
+                    (
+                        tokio::spawn(handler(delivery, reason).in_current_span()),
+                        false,
+                    )
                 }
             },
         };
         lanes.tally.add(|s| s.processed += 1);
-        let mut task = AbortOnDrop(task);
-        let why = match (&mut task.0).await {
-            Ok(Ok(step)) => {
-                return settle::commit(&lanes.client, &lanes.tally, &head, keeper, step).await;
-            }
-            Ok(Err(text)) => {
-                lanes.tally.error(ErrorKind::Handler);
-                tracing::warn!(error = %text, "handler failed");
-                text
-            }
-            Err(e) => {
-                lanes.tally.error(ErrorKind::Panic);
-                let text = panic_text(e);
-                tracing::error!(panic = %text, "handler panicked");
-                format!("handler panicked: {text}")
+        let step = match handled(lanes, task).await {
+            Ok(step) => step,
+            Err(why) => {
+                return settle::fail(&lanes.client, &lanes.tally, &head, keeper, &why).await;
             }
         };
-        settle::fail(&lanes.client, &lanes.tally, &head, keeper, &why).await
+        let gate = match settle::commit(&lanes.client, &lanes.tally, &head, keeper, step).await {
+            Step::Settled(outcome) => return outcome,
+            Step::Refused(gate) => gate,
+        };
+        // A gate refused the step: the refusal handler decides, or it is acked failed.
+        let (Some(on_refused), Some(raw), true) = (&lanes.refused, again, decoded) else {
+            return settle::refuse(&lanes.client, &lanes.tally, &head, keeper, gate).await;
+        };
+        let msg = match decode_payload::<T>(raw) {
+            Ok(msg) => msg,
+            // It decoded a moment ago; should it not now, the refusal stands.
+            Err(_) => {
+                return settle::refuse(&lanes.client, &lanes.tally, &head, keeper, gate).await;
+            }
+        };
+        let delivery = Delivery {
+            msg,
+            keeper: Arc::clone(keeper),
+        };
+        let task = tokio::spawn(on_refused(delivery, gate).in_current_span());
+        let step = match handled(lanes, task).await {
+            Ok(step) => step,
+            Err(why) => {
+                return settle::fail(&lanes.client, &lanes.tally, &head, keeper, &why).await;
+            }
+        };
+        match settle::commit(&lanes.client, &lanes.tally, &head, keeper, step).await {
+            Step::Settled(outcome) => outcome,
+            // The refusal's own step refused too: no second round.
+            Step::Refused(gate) => {
+                settle::refuse(&lanes.client, &lanes.tally, &head, keeper, gate).await
+            }
+        }
     }
     .instrument(span.clone())
     .await;
@@ -276,6 +310,29 @@ async fn one<T: DeserializeOwned + Send + 'static>(
         observe(&head, &settled);
     }
     settled
+}
+
+/// Waits for a handler's task: its step, or why the message is to be acked `failed`
+/// (its error, or its panic), counted.
+async fn handled<T>(
+    lanes: &Lanes<T>,
+    task: JoinHandle<Result<TransactionBuilder, String>>,
+) -> Result<TransactionBuilder, String> {
+    let mut task = AbortOnDrop(task);
+    match (&mut task.0).await {
+        Ok(Ok(step)) => Ok(step),
+        Ok(Err(text)) => {
+            lanes.tally.error(ErrorKind::Handler);
+            tracing::warn!(error = %text, "handler failed");
+            Err(text)
+        }
+        Err(e) => {
+            lanes.tally.error(ErrorKind::Panic);
+            let text = panic_text(e);
+            tracing::error!(panic = %text, "handler panicked");
+            Err(format!("handler panicked: {text}"))
+        }
+    }
 }
 
 /// What acking `msg` needs, without its payload.

@@ -5,6 +5,7 @@
 //! message loops forever, keeps leases renewed, runs partitions concurrently while
 //! keeping each partition's order, and on shutdown drains and answers a [`Summary`].
 
+mod error;
 mod lane;
 mod run;
 mod settle;
@@ -19,30 +20,36 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
+pub use error::{WorkerError, WorkerErrorKind};
 pub use settle::Outcome;
 pub use summary::{ErrorKind, Stopped, Summary};
 
 use crate::client::Client;
 use crate::consume::poll::PollSpec;
-use crate::consume::{DEFAULT_BATCH, DEFAULT_LEASE, DEFAULT_WAIT, Delivery};
+use crate::consume::{DEFAULT_BATCH, DEFAULT_LEASE, DEFAULT_WAIT, Delivery, StartAt};
 use crate::error::{Error, Result};
-use crate::message::{Message, SubscriptionMode};
-use crate::txn::TransactionBuilder;
+use crate::message::Message;
+use crate::txn::{Gate, TransactionBuilder};
 use crate::validate;
+
+use run::{Handlers, Until};
 
 /// How long a stopping worker waits for its handlers when not told.
 const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 
-/// Configures a worker; start it with [`Client::worker`], then [`Worker::run`].
+/// Configures a worker; start it with [`Client::worker`], then [`Worker::run`] (or
+/// [`Worker::run_until_idle`] in a test).
 ///
-/// The handler gets each [`Delivery`] and answers the step to commit for it (a
-/// [`TransactionBuilder`]; the runner adds the ack of the delivery if the step lacks
-/// it) or an error. The runner settles every outcome:
+/// The handler gets each [`Delivery`] and its step: a [`TransactionBuilder`] that
+/// already acks the delivery, fenced by its lease. It adds the rest of the work
+/// (pushes, KV, timers) and answers the step to commit, or an error. The runner commits
+/// it and settles every outcome; only a step that was done is settled as done:
 ///
 /// | outcome | what the runner does |
 /// |---|---|
 /// | the step commits | done |
-/// | [`crate::Commit::Gated`], or a `duplicate` rollback | the step was already done: the message is acked `completed` on its own |
+/// | a [`once`](TransactionBuilder::once) marker exists ([`Gate::already_done`]), or a `duplicate` rollback | the step was done before: the message is acked `completed` on its own |
+/// | another gate refused the step (a lock's [`guard`](TransactionBuilder::guard) that lapsed, a `required` condition that failed: [`crate::Commit::Gated`]) | handed to [`Worker::on_refused`], whose step is committed instead; without one, acked `failed` with the gate as the reason (so it comes back, and the retry limit dead-letters it); never acked as done |
 /// | a `rejected_ack` rollback, or the lease known lost | the lease holder has the message: nothing is committed |
 /// | a `rejected_ack` rollback of a resend (`retried: true`) | the first attempt most probably committed, its ack releasing the lease: counted as already done (if not, the redelivered step finds itself done) |
 /// | the handler errs or panics, or the step cannot commit ([`Error::Invalid`], another rollback) | acked `failed` with the error text (one attempt; the queue's `retryLimit` dead-letters it in the end); the worker goes on |
@@ -64,35 +71,30 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
 /// # let client = queen_sdk::Client::new(broker.url())?;
 /// use std::time::Duration;
-/// use queen_sdk::{PushItem, SubscriptionMode, Ttl};
+/// use queen_sdk::{PushItem, StartAt, Ttl};
 ///
 /// #[derive(serde::Serialize, serde::Deserialize)]
+/// #[serde(rename_all = "camelCase")]
 /// struct OrderPaid { order_id: String, total: f64 }
 ///
 /// client.push(vec![PushItem::new("orders", &OrderPaid { order_id: "o-7".into(), total: 12.5 })]).await?;
 /// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
 /// let worker = client
 ///     .worker::<OrderPaid>("orders")
-///     .group("billing")
-///     .subscription(SubscriptionMode::All)
+///     .group("billing", StartAt::Beginning) // a new group reads the backlog
 ///     .concurrency(4)
 ///     .batch(10)
 ///     .lease(Duration::from_secs(60));
-/// let steps = client.clone();
 /// let running = tokio::spawn(worker.run(
-///     move |order| {
-///         let step = steps
-///             .transaction()
-///             .ack(&order)
-///             .push("receipts", |p| p.payload(&order.data.order_id))
-///             .once("paid", &order.data.order_id, Ttl::days(1));
-///         async move { Ok::<_, std::convert::Infallible>(step) }
+///     |order, step| async move {
+///         Ok::<_, std::convert::Infallible>(
+///             step.push("receipts", |p| p.payload(&order.data.order_id))
+///                 .once("paid", &order.data.order_id, Ttl::days(1)),
+///         )
 ///     },
 ///     async { stopped.await.ok(); }, // or tokio::signal::ctrl_c(), a CancellationToken's cancelled()...
 /// ));
-/// # while broker.inspect().messages("receipts", "Default")?.is_empty() {
-/// #     tokio::time::sleep(Duration::from_millis(20)).await;
-/// # }
+/// # broker.wait_for(Duration::from_secs(10), |i| Ok(i.messages("receipts", queen_sdk::DEFAULT_PARTITION)?.len() == 1)).await?;
 /// stop.send(()).ok();
 /// let summary = running.await??;
 /// assert_eq!((summary.processed, summary.committed), (1, 1));
@@ -108,6 +110,7 @@ pub struct Worker<T> {
     grace: Duration,
     observer: Option<lane::Observer>,
     undecodable: Option<lane::UndecodableHandler>,
+    refused: Option<lane::RefusedHandler<T>>,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -120,6 +123,7 @@ impl<T> Clone for Worker<T> {
             grace: self.grace,
             observer: self.observer.clone(),
             undecodable: self.undecodable.clone(),
+            refused: self.refused.clone(),
             _t: PhantomData,
         }
     }
@@ -133,19 +137,21 @@ impl<T> fmt::Debug for Worker<T> {
             .field("grace", &self.grace)
             .field("observed", &self.observer.is_some())
             .field("undecodable_handled", &self.undecodable.is_some())
+            .field("refused_handled", &self.refused.is_some())
             .finish_non_exhaustive()
     }
 }
 
 impl Client {
-    /// Configures a worker on `queue` whose payloads decode as `T`: one batch at a time
+    /// Configures a worker on `queue` whose payloads decode as `T`: the competing
+    /// consumers' group unless [`Worker::group`] names one, one batch at a time
     /// (`concurrency` 1), 10 messages a pop, 60 s leases renewed while in hand, 30 s
-    /// long-polls, a 30 s grace period at shutdown, the competing consumers' group.
-    /// See [`Worker`].
+    /// long-polls, a 30 s grace period at shutdown. See [`Worker`].
     ///
     /// ```
     /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
-    /// let worker = client.worker::<serde_json::Value>("orders").group("billing").concurrency(8);
+    /// use queen_sdk::StartAt;
+    /// let worker = client.worker::<serde_json::Value>("orders").group("billing", StartAt::Beginning).concurrency(8);
     /// # let _ = worker;
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
@@ -162,29 +168,50 @@ impl Client {
                 batch: DEFAULT_BATCH,
                 wait: DEFAULT_WAIT,
                 lease: DEFAULT_LEASE,
-                subscription: None,
+                start: None,
             },
             concurrency: 1,
             grace: DEFAULT_GRACE,
             observer: None,
             undecodable: None,
+            refused: None,
             _t: PhantomData,
         }
     }
 }
 
 impl<T: DeserializeOwned + Send + 'static> Worker<T> {
-    /// The consumer group (default: competing consumers). A new named group reads only
-    /// what arrives after its first pop unless told otherwise ([`Worker::subscription`]).
+    /// Work as the named consumer group (default: the competing consumers, which always
+    /// read from the beginning), starting at `start` if the group has never read the
+    /// queue: [`StartAt::Beginning`] processes the backlog, [`StartAt::New`] skips it,
+    /// [`StartAt::Time`] starts at a time. A group that has read the queue goes on from
+    /// its cursor whatever `start` says.
+    ///
+    /// The start is an argument because Queen's default for a new group is "new
+    /// messages only": a worker deployed after its producers would skip their backlog
+    /// without a word. (A raw [`Client::pop`] keeps Queen's default.)
     ///
     /// ```
-    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
-    /// let billing = client.worker::<serde_json::Value>("orders").group("billing");
-    /// # let _ = billing;
-    /// # Ok::<(), queen_sdk::Error>(())
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{PushItem, StartAt};
+    /// client.push((1..=3).map(|n| PushItem::new("payments", &n)).collect()).await?;
+    /// // First deployed after the three payments: it still handles them.
+    /// let summary = client
+    ///     .worker::<u32>("payments")
+    ///     .group("ledger", StartAt::Beginning)
+    ///     .run_until_idle(|_payment, step| async move { Ok::<_, String>(step) })
+    ///     .await?;
+    /// assert_eq!(summary.committed, 3);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
-    pub fn group(mut self, group: impl Into<String>) -> Self {
+    pub fn group(mut self, group: impl Into<String>, start: StartAt) -> Self {
         self.spec.group = Some(group.into());
+        self.spec.start = Some(start);
         self
     }
 
@@ -202,22 +229,8 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
         self
     }
 
-    /// Where a new named group starts reading.
-    ///
-    /// ```
-    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
-    /// use queen_sdk::SubscriptionMode;
-    /// let replay = client.worker::<serde_json::Value>("orders").group("replay").subscription(SubscriptionMode::All);
-    /// # let _ = replay;
-    /// # Ok::<(), queen_sdk::Error>(())
-    /// ```
-    pub fn subscription(mut self, mode: SubscriptionMode) -> Self {
-        self.spec.subscription = Some(mode);
-        self
-    }
-
     /// How many batches (so partitions) are handled at once (default 1, at least 1:
-    /// 0 fails [`Worker::run`] with [`Error::Invalid`]).
+    /// 0 fails [`Worker::run`] with [`WorkerErrorKind::Invalid`]).
     ///
     /// ```
     /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
@@ -245,7 +258,9 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
 
     /// The lease each batch is popped with, renewed about every third of it while the
     /// batch is in hand (whole seconds; default 60 s; under 1 s fails [`Worker::run`]).
-    /// A short lease lets a crashed worker's messages come back quickly.
+    /// A short lease lets a crashed worker's messages come back quickly. It overrides,
+    /// for this worker's pops, the queue's own `leaseTime`
+    /// ([`QueueOptions::lease_time`](crate::QueueOptions::lease_time)).
     ///
     /// ```
     /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
@@ -300,7 +315,6 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use queen_sdk::{Outcome, PushItem};
     /// client.push(vec![PushItem::new("jobs", &1)]).await?;
-    /// let steps = client.clone();
     /// client
     ///     .worker::<u32>("jobs")
     ///     .on_settled(|msg, outcome| {
@@ -308,10 +322,7 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     ///             println!("{} committed in {transaction_id}", msg.id);
     ///         }
     ///     })
-    ///     .run(
-    ///         move |job| std::future::ready(Ok::<_, String>(steps.transaction().ack(&job))),
-    ///         tokio::time::sleep(std::time::Duration::from_millis(300)),
-    ///     )
+    ///     .run_until_idle(|_job, step| async move { Ok::<_, String>(step) })
     ///     .await?;
     /// # broker.shutdown().await;
     /// # Ok(())
@@ -327,9 +338,9 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
 
     /// Hands messages whose payload does not decode as `T` to `handler` (with the
     /// payload as JSON and the decoding error) instead of dead-lettering them. It answers
-    /// the step to commit, like the main handler, and is settled the same way: an
-    /// `ack_with(&delivery, AckStatus::Dlq)` dead-letters it, a plain ack drops it, an
-    /// error acks it `failed`.
+    /// the step to commit, like the main handler, and is settled the same way: a
+    /// `bad.step_with(AckStatus::Dlq)` dead-letters it, `bad.step()` drops it, an error
+    /// acks it `failed`.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -338,24 +349,17 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use queen_sdk::PushItem;
     /// client.push(vec![PushItem::new("jobs", &"seven")]).await?;
-    /// let (steps, fixes) = (client.clone(), client.clone());
     /// let summary = client
     ///     .worker::<u32>("jobs")
-    ///     .on_undecodable(move |bad, reason| {
+    ///     .on_undecodable(|bad, reason| async move {
     ///         // Keep it for a human, in a queue of our own, and ack it.
-    ///         let step = fixes
-    ///             .transaction()
-    ///             .ack(&bad)
-    ///             .push("jobs-to-fix", |p| p.payload(&serde_json::json!({"payload": bad.data, "why": reason})));
-    ///         async move { Ok::<_, String>(step) }
+    ///         let keep = serde_json::json!({"payload": bad.data, "why": reason});
+    ///         Ok::<_, String>(bad.step().push("jobs-to-fix", |p| p.payload(&keep)))
     ///     })
-    ///     .run(
-    ///         move |job| std::future::ready(Ok::<_, String>(steps.transaction().ack(&job))),
-    ///         tokio::time::sleep(std::time::Duration::from_millis(300)),
-    ///     )
+    ///     .run_until_idle(|_job, step| async move { Ok::<_, String>(step) })
     ///     .await?;
     /// assert_eq!((summary.committed, summary.dead_lettered), (1, 0));
-    /// assert_eq!(broker.inspect().messages("jobs-to-fix", "Default")?.len(), 1);
+    /// assert_eq!(broker.inspect().messages("jobs-to-fix", queen_sdk::DEFAULT_PARTITION)?.len(), 1);
     /// # broker.shutdown().await;
     /// # Ok(())
     /// # }
@@ -368,6 +372,65 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     {
         self.undecodable = Some(Arc::new(move |d, reason| {
             let fut = handler(d, reason);
+            Box::pin(async move { fut.await.map_err(|e| format!("{e:#}")) })
+        }));
+        self
+    }
+
+    /// Decides what becomes of a message whose step a gate refused for a reason other
+    /// than "already done": a lock's [`guard`](TransactionBuilder::guard) that lapsed,
+    /// a `required` condition that failed (stock too low for
+    /// `incr(-qty).min(0).required()`). `handler` gets the delivery again and the
+    /// [`Gate`] that refused, and answers the step to commit instead, settled like the
+    /// main handler's: `msg.step().push(..)` settles it another way (a rejection
+    /// pushed, the message acked), `msg.step_with(AckStatus::Dlq)` dead-letters it, an
+    /// error acks it `failed` (it comes back). A refusal of that step too is acked
+    /// `failed` ([`Outcome::Refused`]).
+    ///
+    /// Without it, a refused step's message is acked `failed` with the gate as the
+    /// reason, counted in [`Summary::refused`]: it comes back, and the queue's retry
+    /// limit dead-letters it in the end. It is never acked as done.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{GateKind, KvReason, PushItem, StartAt, Ttl};
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct Reserve { order: String, sku: String, qty: i64 }
+    /// client.kv().put("stock", "sku-1", &2, Ttl::Forever).await?;
+    /// client.push(vec![PushItem::new("reservations", &Reserve { order: "o-7".into(), sku: "sku-1".into(), qty: 5 })]).await?;
+    /// let summary = client
+    ///     .worker::<Reserve>("reservations")
+    ///     .group("inventory", StartAt::Beginning)
+    ///     .on_refused(|msg, gate| async move {
+    ///         match (gate.kind, &gate.reason) {
+    ///             // Not enough stock: say so, and settle the request.
+    ///             (GateKind::Condition, KvReason::Limit) => Ok(msg.step().push("rejections", |p| p.payload(&msg.data.order))),
+    ///             _ => Err(format!("retry later: {gate}")),
+    ///         }
+    ///     })
+    ///     .run_until_idle(|msg, step| async move {
+    ///         let r = &msg.data;
+    ///         Ok::<_, String>(step.kv(|k| k.incr("stock", &r.sku, -r.qty, Ttl::Forever).min(0).required()))
+    ///     })
+    ///     .await?;
+    /// assert_eq!((summary.committed, summary.already_done), (1, 0)); // the rejection's step
+    /// assert_eq!(broker.inspect().kv::<i64>("stock", "sku-1")?, Some(2)); // untouched
+    /// assert_eq!(broker.inspect().messages("rejections", queen_sdk::DEFAULT_PARTITION)?.len(), 1);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn on_refused<H, Fut, E>(mut self, handler: H) -> Self
+    where
+        H: Fn(Delivery<T>, Gate) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<TransactionBuilder, E>> + Send + 'static,
+        E: fmt::Display + Send + 'static,
+    {
+        self.refused = Some(Arc::new(move |d, gate| {
+            let fut = handler(d, gate);
             Box::pin(async move { fut.await.map_err(|e| format!("{e:#}")) })
         }));
         self
@@ -395,42 +458,44 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     }
 
     /// Runs the worker until `shutdown` resolves (a signal, a channel, a cancellation
-    /// token's `cancelled()`...) or the broker refuses its pop for good (401, 403, the
-    /// queue gone: then [`Summary::stopped`] says so). On shutdown it stops polling,
-    /// lets running handlers finish within the grace period and commits their steps,
-    /// gives back delivered messages not started (`retry` acks), stops renewing leases,
-    /// and answers the [`Summary`].
+    /// token's `cancelled()`...). On shutdown it stops polling, lets running handlers
+    /// finish within the grace period and commits their steps, gives back delivered
+    /// messages not started (`retry` acks), stops renewing leases, and answers the
+    /// [`Summary`].
     ///
-    /// Idle queues, failed pops (backed off and retried), handler errors and panics do
-    /// not stop it. Settings that cannot work (`concurrency(0)`, `batch(0)`, a lease
-    /// under a second, a bad queue name) fail with [`Error::Invalid`] before anything is
-    /// sent.
+    /// `handler` gets each delivery and its step (a transaction that already acks it,
+    /// fenced by its lease) and answers the step to commit; see [`Worker`] for how each
+    /// outcome is settled. Idle queues, failed pops (backed off and retried), handler
+    /// errors and panics do not stop it.
+    ///
+    /// A stop that `shutdown` did not ask for is an `Err`, so `main` fails with it: the
+    /// broker refusing the pop for good (401, 403, the queue gone: a
+    /// [`WorkerError`] of kind [`WorkerErrorKind::Refused`], after draining what it
+    /// held), or settings that cannot work (`concurrency(0)`, `batch(0)`, a lease under
+    /// a second, a bad queue name: [`WorkerErrorKind::Invalid`], before anything is
+    /// sent).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> anyhow::Result<()> {
     /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
     /// # let client = queen_sdk::Client::new(broker.url())?;
-    /// use queen_sdk::{Error, PushItem};
+    /// use queen_sdk::{PushItem, WorkerErrorKind};
     /// client.push(vec![PushItem::new("jobs", &1), PushItem::new("jobs", &"two")]).await?;
-    /// let steps = client.clone();
     /// let summary = client
     ///     .worker::<u32>("jobs")
     ///     .run(
-    ///         move |job| {
-    ///             let step = steps.transaction().ack(&job);
-    ///             async move { Ok::<_, Error>(step) }
-    ///         },
+    ///         |_job, step| async move { Ok::<_, String>(step) },
     ///         tokio::time::sleep(std::time::Duration::from_millis(500)), // stop after half a second
     ///     )
     ///     .await?;
     /// assert_eq!((summary.committed, summary.dead_lettered), (1, 1)); // "two" is no u32
     ///
-    /// let misuse = client.worker::<u32>("jobs").concurrency(0).run(
-    ///     |job| async move { Err::<queen_sdk::TransactionBuilder, _>(format!("{}", job.id)) },
-    ///     std::future::pending(),
-    /// );
-    /// assert!(matches!(misuse.await, Err(Error::Invalid { .. })));
+    /// let misuse = client
+    ///     .worker::<u32>("jobs")
+    ///     .concurrency(0)
+    ///     .run(|_job, step| async move { Ok::<_, String>(step) }, std::future::pending());
+    /// assert_eq!(misuse.await.unwrap_err().kind(), WorkerErrorKind::Invalid);
     /// # broker.shutdown().await;
     /// # Ok(())
     /// # }
@@ -439,18 +504,82 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
         self,
         handler: H,
         shutdown: impl Future<Output = ()> + Send,
-    ) -> Result<Summary>
+    ) -> std::result::Result<Summary, WorkerError>
     where
-        H: Fn(Delivery<T>) -> Fut + Send + Sync + 'static,
+        H: Fn(Delivery<T>, TransactionBuilder) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<TransactionBuilder, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
     {
-        self.check()?;
+        self.start(handler, Until::Shutdown, shutdown).await
+    }
+
+    /// Runs the worker until the queue is settled: a pop finds nothing left while
+    /// nothing is in hand (a message acked `failed` comes back and is handled again
+    /// first, until it commits or the retry limit dead-letters it). Then it drains as on
+    /// shutdown and answers the [`Summary`] (with [`Stopped::Idle`]). Pops do not
+    /// long-poll, so it returns as soon as the queue is settled; what waits for a
+    /// lease's expiry (a step whose outcome is unknown) or a timer is not waited for.
+    ///
+    /// For tests and batch jobs: a test runs its worker over what it pushed and then
+    /// checks the stored state, without a polling loop or a sleep. Errors as
+    /// [`Worker::run`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{PushItem, Stopped};
+    /// client.push((1..=5).map(|n| PushItem::new("jobs", &n)).collect()).await?;
+    /// let summary = client
+    ///     .worker::<u32>("jobs")
+    ///     .run_until_idle(|job, step| async move {
+    ///         Ok::<_, String>(step.push("squares", |p| p.payload(&(job.data * job.data))))
+    ///     })
+    ///     .await?;
+    /// assert_eq!((summary.committed, summary.stopped), (5, Stopped::Idle));
+    /// assert_eq!(broker.inspect().messages("squares", queen_sdk::DEFAULT_PARTITION)?.len(), 5);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn run_until_idle<H, Fut, E>(
+        mut self,
+        handler: H,
+    ) -> std::result::Result<Summary, WorkerError>
+    where
+        H: Fn(Delivery<T>, TransactionBuilder) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<TransactionBuilder, E>> + Send + 'static,
+        E: fmt::Display + Send + 'static,
+    {
+        self.spec.wait = Duration::ZERO;
+        self.start(handler, Until::Idle, std::future::pending())
+            .await
+    }
+
+    async fn start<H, Fut, E>(
+        self,
+        handler: H,
+        until: Until,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> std::result::Result<Summary, WorkerError>
+    where
+        H: Fn(Delivery<T>, TransactionBuilder) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<TransactionBuilder, E>> + Send + 'static,
+        E: fmt::Display + Send + 'static,
+    {
+        if let Err(e) = self.check() {
+            return Err(WorkerError::new(
+                WorkerErrorKind::Invalid,
+                e,
+                Summary::default(),
+            ));
+        }
         let mut spec = self.spec;
         // The broker leases in whole seconds: renew on the lease it grants.
         spec.lease = Duration::from_secs(spec.lease.as_secs());
-        let handler: lane::Handler<T> = Arc::new(move |d| {
-            let fut = handler(d);
+        let step: lane::Handler<T> = Arc::new(move |d, step| {
+            let fut = handler(d, step);
             Box::pin(async move { fut.await.map_err(|e| format!("{e:#}")) })
         });
         let span = tracing::info_span!(
@@ -458,16 +587,22 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
             queue = %spec.queue,
             group = spec.group.as_deref().unwrap_or(crate::QUEUE_MODE),
         );
-        Ok(run::run(
+        let handlers = Handlers {
+            step,
+            undecodable: self.undecodable,
+            refused: self.refused,
+            observer: self.observer,
+        };
+        run::run(
             self.client,
             spec,
             self.concurrency,
             self.grace,
-            (handler, self.undecodable),
-            self.observer,
+            handlers,
+            until,
             shutdown,
         )
         .instrument(span)
-        .await)
+        .await
     }
 }

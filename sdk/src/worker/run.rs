@@ -15,31 +15,51 @@ use crate::client::Client;
 use crate::consume::lease::LeaseKeeper;
 use crate::consume::poll::{PollSpec, Polled, Poller};
 
-use super::lane::{self, Handler, Lanes, Observer, UndecodableHandler};
+use super::error::{WorkerError, WorkerErrorKind};
+use super::lane::{self, Handler, Lanes, Observer, RefusedHandler, UndecodableHandler};
 use super::summary::{ErrorKind, Stopped, Summary, Tally};
+
+/// The handlers a worker runs.
+pub(crate) struct Handlers<T> {
+    pub step: Handler<T>,
+    pub undecodable: Option<UndecodableHandler>,
+    pub refused: Option<RefusedHandler<T>>,
+    pub observer: Option<Observer>,
+}
+
+/// When a worker stops of its own accord.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Until {
+    /// Only when its shutdown signal fires (or the broker refuses it).
+    Shutdown,
+    /// Also when a pop finds nothing while nothing is in hand.
+    Idle,
+}
 
 type Polling = Pin<Box<dyn Future<Output = (Box<Poller>, Polled)> + Send>>;
 
-/// Runs until `shutdown` fires or a pop is refused for good; answers what it did.
+/// Runs until `shutdown` fires, the queue is idle (with [`Until::Idle`]) or a pop is
+/// refused for good; answers what it did, or the refusal with what it did before.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
     client: Client,
     spec: PollSpec,
     concurrency: usize,
     grace: Duration,
-    handlers: (Handler<T>, Option<UndecodableHandler>),
-    observer: Option<Observer>,
+    handlers: Handlers<T>,
+    until: Until,
     shutdown: impl Future<Output = ()> + Send,
-) -> Summary {
-    let (handler, undecodable) = handlers;
+) -> Result<Summary, WorkerError> {
     let lease = spec.lease;
     let queue = spec.queue.clone();
     let tally = Tally::default();
     let (stop, stopping) = watch::channel(false);
     let shared = Arc::new(Lanes {
         client: client.clone(),
-        handler,
-        undecodable,
-        observer,
+        handler: handlers.step,
+        undecodable: handlers.undecodable,
+        refused: handlers.refused,
+        observer: handlers.observer,
         tally: tally.clone(),
         stop: stopping,
         leftovers: Arc::default(),
@@ -48,12 +68,15 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
     let mut polling: Option<Polling> = None;
     let mut lanes = JoinSet::new();
     let mut shutdown = pin!(shutdown);
-    let mut stopped = Stopped::Shutdown;
+    let mut stopped = Ok(Stopped::Shutdown);
+    // Until idle: a pop found nothing while lanes ran; pop again once one ends.
+    let mut await_lane = false;
     tracing::info!(%queue, concurrency, "worker started");
     loop {
         // One pop at a time, and only with room for the batch it brings.
         if polling.is_none()
             && lanes.len() < concurrency
+            && !await_lane
             && let Some(mut p) = poller.take()
         {
             polling = Some(Box::pin(async move {
@@ -65,6 +88,7 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
             biased;
             () = &mut shutdown => break,
             Some(joined) = lanes.join_next(), if !lanes.is_empty() => {
+                await_lane = false;
                 if let Err(e) = joined
                     && e.is_panic()
                 {
@@ -76,6 +100,14 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
                 polling = None;
                 poller = Some(p);
                 match polled {
+                    Polled::Batch(batch) if batch.is_empty() && until == Until::Idle => {
+                        if lanes.is_empty() {
+                            tracing::info!(%queue, "nothing left to pop: the worker is idle");
+                            stopped = Ok(Stopped::Idle);
+                            break;
+                        }
+                        await_lane = true;
+                    }
                     Polled::Batch(batch) => {
                         if let Some(first) = batch.first() {
                             let keeper = Arc::new(LeaseKeeper::start(
@@ -91,7 +123,7 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
                     Polled::Failed(e) => tally.error(ErrorKind::of(&e)),
                     Polled::Refused(e) => {
                         tally.error(ErrorKind::of(&e));
-                        stopped = Stopped::Refused(e);
+                        stopped = Err(e);
                         break;
                     }
                 }
@@ -137,9 +169,17 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
     // Every lane, and with it every lease keeper, is gone: renewal has stopped.
     drop(shared);
     let mut summary = tally.take();
-    summary.stopped = stopped;
-    tracing::info!(%queue, %summary, "worker stopped");
-    summary
+    match stopped {
+        Ok(how) => {
+            summary.stopped = how;
+            tracing::info!(%queue, %summary, "worker stopped");
+            Ok(summary)
+        }
+        Err(e) => {
+            tracing::error!(%queue, %summary, error = %e, "worker stopped by a refusal");
+            Err(WorkerError::new(WorkerErrorKind::Refused, e, summary))
+        }
+    }
 }
 
 /// The poll in flight, or never.

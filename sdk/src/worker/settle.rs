@@ -5,7 +5,7 @@ use crate::client::Client;
 use crate::consume::lease::LeaseKeeper;
 use crate::error::{Error, RollbackReason};
 use crate::message::{AckStatus, Message};
-use crate::txn::{Commit, TransactionBuilder};
+use crate::txn::{Commit, Gate, TransactionBuilder};
 
 use super::summary::{ErrorKind, Tally};
 
@@ -26,10 +26,11 @@ pub enum Outcome {
         /// The answer came to a resend (an earlier attempt may have applied).
         retried: bool,
     },
-    /// Its step was already done (`Commit::Gated`, or a `duplicate` rollback): the
-    /// message was acked `completed` on its own. With `retried`, also a resend whose
-    /// `rejected_ack` says the first attempt's ack most probably applied and released the
-    /// lease (nothing left to ack).
+    /// Its step was already done (a [`once`](crate::TransactionBuilder::once) marker
+    /// that exists, or a `duplicate` rollback): the message was acked `completed` on
+    /// its own. With `retried`, also a resend whose `rejected_ack` says the first
+    /// attempt's ack most probably applied and released the lease (nothing left to
+    /// ack).
     AlreadyDone {
         /// The verdict came to a resend: the first attempt most probably committed.
         retried: bool,
@@ -38,6 +39,16 @@ pub enum Outcome {
     Failed {
         /// The reason sent with the ack.
         error: String,
+        /// The ack was past the queue's `retryLimit`: the message is dead-lettered.
+        dead_lettered: bool,
+    },
+    /// A gate refused its step for a reason other than "already done" (a lapsed lock's
+    /// guard, a failed `required` condition), and no
+    /// [`Worker::on_refused`](crate::Worker::on_refused) handler took it: acked `failed`
+    /// with the gate as the reason, so it comes back. Nothing of the step was written.
+    Refused {
+        /// The gate that refused the step.
+        gate: Gate,
         /// The ack was past the queue's `retryLimit`: the message is dead-lettered.
         dead_lettered: bool,
     },
@@ -57,7 +68,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The outcome's name, as on the step's span (`committed`, `already_done`,
-    /// `failed`, `dead_lettered`, `lease_lost`, `unknown`).
+    /// `failed`, `refused`, `dead_lettered`, `lease_lost`, `unknown`).
     ///
     /// ```
     /// assert_eq!(queen_sdk::Outcome::LeaseLost.name(), "lease_lost");
@@ -67,6 +78,7 @@ impl Outcome {
             Outcome::Committed { .. } => "committed",
             Outcome::AlreadyDone { .. } => "already_done",
             Outcome::Failed { .. } => "failed",
+            Outcome::Refused { .. } => "refused",
             Outcome::DeadLettered { .. } => "dead_lettered",
             Outcome::LeaseLost => "lease_lost",
             Outcome::Unknown { .. } => "unknown",
@@ -74,27 +86,35 @@ impl Outcome {
     }
 }
 
+/// What committing a step came to: settled, or refused by a gate and waiting for a
+/// decision (the handler's [`crate::Worker::on_refused`], or [`refuse`]).
+pub(crate) enum Step {
+    Settled(Outcome),
+    Refused(Gate),
+}
+
 /// Commits the handler's step for `head` (adding the ack of `head` if the step lacks
-/// it) and settles what the commit answers.
+/// it) and settles what the commit answers, but for a refusal by a gate other than an
+/// existing `once` marker: that is the caller's to decide.
 pub(crate) async fn commit(
     client: &Client,
     tally: &Tally,
     head: &Message<()>,
     keeper: &LeaseKeeper,
     step: TransactionBuilder,
-) -> Outcome {
+) -> Step {
     if keeper.is_lost() {
         // Its ack would roll back (`rejected_ack`); the lease holder has the message.
         tracing::warn!("lease lost before the step was committed: dropped");
         tally.add(|s| s.lease_lost += 1);
-        return Outcome::LeaseLost;
+        return Step::Settled(Outcome::LeaseLost);
     }
     let step = if step.acks(head) {
         step
     } else {
         step.ack(head)
     };
-    match step.commit().await {
+    Step::Settled(match step.commit().await {
         Ok(Commit::Committed(c)) => {
             tracing::Span::current().record("step_txn", c.transaction_id.as_str());
             tracing::debug!(retried = c.retried, "step committed");
@@ -104,13 +124,17 @@ pub(crate) async fn commit(
                 retried: c.retried,
             }
         }
-        // The gate holds a marker: the step was done before. Its ack rolled back with
+        // A `once` marker exists: the step was done before. Its ack rolled back with
         // it, so the message must be acked alone or it comes back at every expiry.
-        Ok(Commit::Gated {
-            kv_reason, retried, ..
-        }) => {
-            tracing::info!(%kv_reason, retried, "step gated: already done; acking the message alone");
+        Ok(Commit::Gated { gate, retried, .. }) if gate.already_done() => {
+            tracing::info!(%gate, retried, "step gated: already done; acking the message alone");
             ack_done(client, tally, head, keeper, retried).await
+        }
+        // Any other gate refused the step: not done, and not to be settled as done.
+        Ok(Commit::Gated { gate, .. }) => {
+            tracing::info!(%gate, "step refused by a gate");
+            tally.error(ErrorKind::Gated);
+            return Step::Refused(gate);
         }
         Err(Error::RolledBack {
             reason: RollbackReason::Duplicate,
@@ -165,7 +189,7 @@ pub(crate) async fn commit(
                 fail(client, tally, head, keeper, &e.to_string()).await
             }
         },
-    }
+    })
 }
 
 /// Acks `head` `completed` on its own: its step was already done.
@@ -180,6 +204,39 @@ async fn ack_done(
         Ok(out) if out.success => {
             tally.add(|s| s.already_done += 1);
             Outcome::AlreadyDone { retried }
+        }
+        Ok(out) => refused(tally, keeper, out.error),
+        Err(e) => unknown(tally, &e),
+    }
+}
+
+/// Settles a step refused by `gate` that no handler took: acked `failed` with the gate
+/// as the reason (it counts an attempt; the queue's `retryLimit` dead-letters it in the
+/// end). Never acked as done: nothing of the step was written.
+pub(crate) async fn refuse(
+    client: &Client,
+    tally: &Tally,
+    head: &Message<()>,
+    keeper: &LeaseKeeper,
+    gate: Gate,
+) -> Outcome {
+    let status = AckStatus::Failed {
+        error: gate.to_string(),
+    };
+    match client.ack(head, status).await {
+        Ok(out) if out.success => {
+            tracing::info!(%gate, dlq = out.dlq, "refused step: acked failed");
+            tally.add(|s| {
+                if out.dlq {
+                    s.dead_lettered += 1;
+                } else {
+                    s.refused += 1;
+                }
+            });
+            Outcome::Refused {
+                gate,
+                dead_lettered: out.dlq,
+            }
         }
         Ok(out) => refused(tally, keeper, out.error),
         Err(e) => unknown(tally, &e),

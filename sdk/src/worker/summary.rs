@@ -29,6 +29,9 @@ pub enum ErrorKind {
     Unavailable,
     /// The broker refused a call (a 4xx).
     Refused,
+    /// A gate refused a step for a reason other than "already done": a lock's guard
+    /// that lapsed, a `required` condition that failed (see [`crate::Gate`]).
+    Gated,
     /// The broker's answer did not decode.
     Decode,
     /// The token provider failed.
@@ -64,22 +67,23 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// Why a worker stopped.
-#[derive(Debug, Default)]
+/// Why a worker stopped, when it stopped as asked (a stop it was not asked for is a
+/// [`crate::WorkerError`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Stopped {
-    /// Its shutdown signal fired.
+    /// Its shutdown signal fired ([`crate::Worker::run`]).
     #[default]
     Shutdown,
-    /// The broker refused its pop in a way polling again cannot change (401, 403, the
-    /// queue gone, ...).
-    Refused(Error),
+    /// Nothing was left to pop and nothing was in hand
+    /// ([`crate::Worker::run_until_idle`]).
+    Idle,
 }
 
 /// What a worker did, returned by [`crate::Worker::run`].
 ///
 /// Every delivered message ends in exactly one of `committed`, `already_done`,
-/// `failed`, `dead_lettered` (undecodable), `lease_lost`, `unknown`, `released` or
+/// `failed`, `refused`, `dead_lettered`, `lease_lost`, `unknown`, `released` or
 /// `abandoned`; `processed` counts those a handler was started for.
 ///
 /// ```
@@ -94,14 +98,19 @@ pub struct Summary {
     pub processed: u64,
     /// Steps committed.
     pub committed: u64,
-    /// Messages whose step was already done (`Commit::Gated`, or a `duplicate`
-    /// rollback): acked `completed` on their own.
+    /// Messages whose step was already done (a [`once`](crate::TransactionBuilder::once)
+    /// marker that exists, or a `duplicate` rollback): acked `completed` on their own.
     pub already_done: u64,
     /// Messages acked `failed` (a handler error or panic, or a step that cannot
     /// commit); the queue's `retryLimit` dead-letters them in the end.
     pub failed: u64,
-    /// Messages dead-lettered: undecodable payloads, and `failed` acks past the
-    /// retry limit.
+    /// Messages whose step a gate refused (a lapsed lock's guard, a failed `required`
+    /// condition) with no [`Worker::on_refused`](crate::Worker::on_refused) handler to
+    /// take them: acked `failed` with the gate as the reason, so they come back and the
+    /// retry limit dead-letters them in the end. Never acked as done.
+    pub refused: u64,
+    /// Messages dead-lettered: a payload that does not decode as the worker's type, or
+    /// a `failed` ack (a handler error, a refused step) past the queue's retry limit.
     pub dead_lettered: u64,
     /// Messages dropped because their lease was lost (expired, or taken over): their
     /// step was not committed, the lease holder has them.
@@ -127,11 +136,12 @@ impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "processed {}, committed {}, already done {}, failed {}, dead-lettered {}, lease lost {}, unknown {}, released {}, abandoned {}",
+            "processed {}, committed {}, already done {}, failed {}, refused {}, dead-lettered {}, lease lost {}, unknown {}, released {}, abandoned {}",
             self.processed,
             self.committed,
             self.already_done,
             self.failed,
+            self.refused,
             self.dead_lettered,
             self.lease_lost,
             self.unknown,
@@ -145,9 +155,6 @@ impl fmt::Display for Summary {
                 .map(|(k, n)| format!("{k} {n}"))
                 .collect();
             write!(f, "; errors: {}", errors.join(", "))?;
-        }
-        if let Stopped::Refused(e) = &self.stopped {
-            write!(f, "; stopped by a refusal: {e}")?;
         }
         Ok(())
     }

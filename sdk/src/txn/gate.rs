@@ -1,0 +1,205 @@
+//! Which gate refused a step, and why, as types: a worker tells "already done" (a
+//! `once` marker that exists) from "not allowed" (a lapsed lock, a failed condition)
+//! by matching on them, not by comparing strings.
+
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::kv::KvOp;
+
+/// Why a KV operation did not apply, as the broker says it (`reason`, or `kvReason`
+/// when the operation was a gate).
+///
+/// ```
+/// use queen_sdk::KvReason;
+/// assert_eq!(KvReason::parse("exists"), KvReason::Exists);
+/// assert_eq!(KvReason::Limit.as_str(), "limit");
+/// assert_eq!(KvReason::parse("quota").to_string(), "quota"); // one this SDK does not know
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KvReason {
+    /// The key exists (a `putIfAbsent`, or an `expect` of version 0).
+    Exists,
+    /// The key does not exist (a `delete`, a `check`, or an `expect` of a version).
+    Absent,
+    /// The key's version is not the one expected (a lock's guard after it lapsed).
+    Version,
+    /// An `incr` would pass its `min` or `max`.
+    Limit,
+    /// An `incr` of a value that is not an integer.
+    Type,
+    /// A reason this SDK does not know, as the broker sent it.
+    Other(String),
+}
+
+impl KvReason {
+    /// The reason of the broker's text.
+    pub fn parse(s: &str) -> KvReason {
+        match s {
+            "exists" => KvReason::Exists,
+            "absent" => KvReason::Absent,
+            "version" => KvReason::Version,
+            "limit" => KvReason::Limit,
+            "type" => KvReason::Type,
+            other => KvReason::Other(other.to_string()),
+        }
+    }
+
+    /// The broker's text for it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            KvReason::Exists => "exists",
+            KvReason::Absent => "absent",
+            KvReason::Version => "version",
+            KvReason::Limit => "limit",
+            KvReason::Type => "type",
+            KvReason::Other(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for KvReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which builder call made a gate, which decides what its refusal means.
+///
+/// ```
+/// use queen_sdk::GateKind;
+/// assert_ne!(GateKind::Once, GateKind::Guard);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GateKind {
+    /// [`TransactionBuilder::once`](crate::TransactionBuilder::once): refused because
+    /// the marker exists, the step was done before.
+    Once,
+    /// [`TransactionBuilder::guard`](crate::TransactionBuilder::guard): refused because
+    /// the lock is no longer held (it lapsed, or was released or taken over).
+    Guard,
+    /// Any other `required` KV operation added with
+    /// [`TransactionBuilder::kv`](crate::TransactionBuilder::kv): refused because its
+    /// condition failed (stock below an `incr`'s `min`, a version that moved, ...).
+    Condition,
+}
+
+/// The gate that refused a step: which `required` KV operation did not apply, and why.
+/// Nothing of the step was written.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use queen_sdk::{Commit, GateKind, KvReason, Ttl};
+/// client.kv().put("stock", "sku-1", &1, Ttl::Forever).await?;
+/// let reserve = || {
+///     client
+///         .transaction()
+///         .once("reserved", "order-7", Ttl::days(1))
+///         .kv(|k| k.incr("stock", "sku-1", -2, Ttl::Forever).min(0).required())
+/// };
+/// let Commit::Gated { gate, .. } = reserve().commit().await? else { panic!("1 - 2 < 0") };
+/// assert_eq!((gate.kind, gate.index, gate.reason.clone()), (GateKind::Condition, 1, KvReason::Limit));
+/// assert_eq!((gate.ns.as_str(), gate.key.as_str()), ("stock", "sku-1"));
+/// assert!(!gate.already_done()); // refused: not done before
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Gate {
+    /// Which builder call made it.
+    pub kind: GateKind,
+    /// Its place among the step's KV operations in the order they were added (each
+    /// `.kv(..)`, `.once(..)` and `.guard(..)` call adds one), from 0.
+    pub index: usize,
+    /// Its slot in the broker's result index space (the step's acks and pushes come
+    /// first): the answer's `failedIndex`.
+    pub slot: usize,
+    /// The namespace of the key.
+    pub ns: String,
+    /// The key (for a lock's guard, the lock row's: `name#slot`).
+    pub key: String,
+    /// Why it did not apply.
+    pub reason: KvReason,
+    /// The row's current version, if it exists.
+    pub version: Option<u64>,
+    /// The row's current value, if it exists.
+    pub value: Option<Value>,
+}
+
+impl Gate {
+    /// Whether the refusal says the step's work already happened: a
+    /// [`once`](crate::TransactionBuilder::once) marker that exists. Only such a step may
+    /// be settled as done; [`Client::worker`](crate::Client::worker) acks it `completed`
+    /// on its own and hands every other refusal to the handler's decision.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{Commit, Ttl};
+    /// let step = || client.transaction().once("paid", "order-7", Ttl::days(1));
+    /// assert!(step().commit().await?.is_committed());
+    /// let Commit::Gated { gate, .. } = step().commit().await? else { panic!("the marker exists") };
+    /// assert!(gate.already_done());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn already_done(&self) -> bool {
+        self.kind == GateKind::Once && self.reason == KvReason::Exists
+    }
+
+    /// The gate of a rollback's `failedIndex` (`slot`): `op`, the operation at
+    /// `index` among the KV operations, with the call that made it.
+    pub(crate) fn of(
+        slot: usize,
+        index: usize,
+        op: Option<(&KvOp, GateKind)>,
+        reason: &str,
+        version: Option<u64>,
+        value: Option<Value>,
+    ) -> Gate {
+        let (kind, ns, key) = match op {
+            Some((op, kind)) => (
+                kind,
+                op.ns().to_string(),
+                op.key().unwrap_or_default().to_string(),
+            ),
+            None => (GateKind::Condition, String::new(), String::new()),
+        };
+        Gate {
+            kind,
+            index,
+            slot,
+            ns,
+            key,
+            reason: KvReason::parse(reason),
+            version,
+            value,
+        }
+    }
+}
+
+impl fmt::Display for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            GateKind::Once => "once marker",
+            GateKind::Guard => "lock guard",
+            GateKind::Condition => "condition",
+        };
+        write!(
+            f,
+            "{kind} {}/{} (kv[{}]) refused the step: {}",
+            self.ns, self.key, self.index, self.reason
+        )
+    }
+}
