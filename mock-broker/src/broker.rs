@@ -144,7 +144,7 @@ impl MockBrokerBuilder {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> anyhow::Result<()> {
-    /// use queen_mock_broker::MockBroker;
+    /// use queen_mock_broker::{DEFAULT_PARTITION, MockBroker};
     /// let dir = tempfile::tempdir()?;
     /// let path = dir.path().join("queen.redb");
     /// let broker = MockBroker::builder().data_file(&path).start().await?;
@@ -155,7 +155,7 @@ impl MockBrokerBuilder {
     ///     .await?;
     /// broker.shutdown().await;
     /// let again = MockBroker::builder().data_file(&path).start().await?;
-    /// assert_eq!(again.inspect().messages("orders", "Default")?.len(), 1);
+    /// assert_eq!(again.inspect().messages("orders", DEFAULT_PARTITION)?.len(), 1);
     /// again.shutdown().await;
     /// # Ok(())
     /// # }

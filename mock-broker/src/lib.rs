@@ -44,3 +44,25 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::Engine;
 pub use engine::writer::{StatsSnapshot, WRITER_THREAD};
 pub use error::EngineError;
+
+/// The partition a push that names none goes to: `"Default"`. The harness's
+/// [`Inspector::messages`](harness::Inspector::messages) and
+/// [`Inspector::cursor`](harness::Inspector::cursor) also read it for `""`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// use queen_mock_broker::{DEFAULT_PARTITION, MockBroker};
+/// let broker = MockBroker::start_in_memory().await?;
+/// reqwest::Client::new()
+///     .post(format!("{}/api/v1/push", broker.url()))
+///     .json(&serde_json::json!({"items": [{"queue": "orders", "payload": 1}]})) // no partition
+///     .send()
+///     .await?;
+/// assert_eq!(DEFAULT_PARTITION, "Default");
+/// assert_eq!(broker.inspect().messages("orders", DEFAULT_PARTITION)?.len(), 1);
+/// broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+pub const DEFAULT_PARTITION: &str = engine::queues::DEFAULT_PARTITION;

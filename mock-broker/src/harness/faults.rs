@@ -88,7 +88,7 @@ impl Fault {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> anyhow::Result<()> {
-    /// use queen_mock_broker::MockBroker;
+    /// use queen_mock_broker::{DEFAULT_PARTITION, MockBroker};
     /// use queen_mock_broker::harness::Fault;
     /// let broker = MockBroker::start_in_memory().await?;
     /// broker.faults().inject(Fault::unavailable().on("/api/v1/push"));
@@ -103,7 +103,7 @@ impl Fault {
     /// assert_eq!(res.headers()["retry-after"], "1");
     /// let body: serde_json::Value = res.json().await?;
     /// assert_eq!(body["code"], "retry");
-    /// assert!(broker.inspect().messages("q", "Default")?.is_empty()); // nothing applied
+    /// assert!(broker.inspect().messages("q", DEFAULT_PARTITION)?.is_empty()); // nothing applied
     /// assert_eq!(push().await?.status(), 201); // the fault was for one call
     /// broker.shutdown().await;
     /// # Ok(())
@@ -157,7 +157,7 @@ impl Fault {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> anyhow::Result<()> {
-    /// use queen_mock_broker::MockBroker;
+    /// use queen_mock_broker::{DEFAULT_PARTITION, MockBroker};
     /// use queen_mock_broker::harness::Fault;
     /// let broker = MockBroker::start_in_memory().await?;
     /// broker.faults().inject(Fault::commit_then_unavailable().on("/api/v1/push"));
@@ -168,7 +168,7 @@ impl Fault {
     ///         .send()
     /// };
     /// assert_eq!(push().await?.status(), 503);
-    /// assert_eq!(broker.inspect().messages("q", "Default")?.len(), 1); // yet it was stored
+    /// assert_eq!(broker.inspect().messages("q", DEFAULT_PARTITION)?.len(), 1); // yet it was stored
     /// broker.shutdown().await;
     /// # Ok(())
     /// # }
@@ -182,7 +182,7 @@ impl Fault {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> anyhow::Result<()> {
-    /// use queen_mock_broker::MockBroker;
+    /// use queen_mock_broker::{DEFAULT_PARTITION, MockBroker};
     /// use queen_mock_broker::harness::Fault;
     /// let broker = MockBroker::start_in_memory().await?;
     /// broker.faults().inject(Fault::commit_then_drop().on("/api/v1/push"));
@@ -197,7 +197,7 @@ impl Fault {
     ///     Err(_) => true,
     /// };
     /// assert!(lost);
-    /// assert_eq!(broker.inspect().messages("q", "Default")?.len(), 1); // yet it was stored
+    /// assert_eq!(broker.inspect().messages("q", DEFAULT_PARTITION)?.len(), 1); // yet it was stored
     /// broker.shutdown().await;
     /// # Ok(())
     /// # }

@@ -23,8 +23,9 @@ use crate::store::{Reader, StoreError, T};
 /// # http.post(format!("{}/api/v1/push", broker.url()))
 /// #     .json(&serde_json::json!({"items": [{"queue": "orders", "payload": {"id": "o-7"}, "transactionId": "order-7"}]}))
 /// #     .send().await?;
+/// use queen_mock_broker::DEFAULT_PARTITION;
 /// use queen_mock_broker::harness::InspectedMessage;
-/// let msgs: Vec<InspectedMessage> = broker.inspect().messages("orders", "Default")?;
+/// let msgs: Vec<InspectedMessage> = broker.inspect().messages("orders", DEFAULT_PARTITION)?;
 /// assert_eq!((msgs[0].offset, msgs[0].transaction_id.as_str()), (0, "order-7"));
 /// assert_eq!(msgs[0].data, serde_json::json!({"id": "o-7"}));
 /// assert!(msgs[0].created_at > 0);
@@ -61,7 +62,8 @@ pub struct InspectedMessage {
 /// # let popped: serde_json::Value = http
 /// #     .get(format!("{}/api/v1/pop/queue/orders?consumerGroup=billing&subscriptionMode=all", broker.url()))
 /// #     .send().await?.json().await?;
-/// let cursor = broker.inspect().cursor("orders", "Default", "billing")?.expect("billing read it");
+/// use queen_mock_broker::DEFAULT_PARTITION;
+/// let cursor = broker.inspect().cursor("orders", DEFAULT_PARTITION, "billing")?.expect("billing read it");
 /// assert_eq!(cursor.next_offset, 0); // popped, not yet acked
 /// assert_eq!(cursor.lease_id.as_deref(), popped["leaseId"].as_str());
 /// assert!(cursor.lease_expires_at.is_some());
@@ -117,14 +119,14 @@ pub struct InspectedTimer {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
-/// use queen_mock_broker::MockBroker;
+/// use queen_mock_broker::{DEFAULT_PARTITION, MockBroker};
 /// let broker = MockBroker::start_in_memory().await?;
 /// reqwest::Client::new()
 ///     .post(format!("{}/api/v1/push", broker.url()))
 ///     .json(&serde_json::json!({"items": [{"queue": "q", "payload": {"n": 1}}]}))
 ///     .send()
 ///     .await?;
-/// let msgs = broker.inspect().messages("q", "Default")?;
+/// let msgs = broker.inspect().messages("q", DEFAULT_PARTITION)?;
 /// assert_eq!(msgs[0].data, serde_json::json!({"n": 1}));
 /// broker.shutdown().await;
 /// # Ok(()) }
@@ -148,6 +150,12 @@ impl<'a> Inspector<'a> {
         queue: &str,
         partition: &str,
     ) -> Result<Option<PartitionRecord>, StoreError> {
+        // `""` is the partition a push without one goes to, as on the wire.
+        let partition = if partition.is_empty() {
+            DEFAULT_PARTITION
+        } else {
+            partition
+        };
         r.get(
             T::Partitions,
             &partition_key(DEFAULT_TENANT, queue, partition),
@@ -184,7 +192,8 @@ impl<'a> Inspector<'a> {
         Ok(out)
     }
 
-    /// Every stored message of a partition (`""` reads `"Default"`), in offset order,
+    /// Every stored message of a partition (`""` reads
+    /// [`DEFAULT_PARTITION`](crate::DEFAULT_PARTITION)), in offset order,
     /// acked or not; empty for an unknown queue or partition.
     ///
     /// ```
@@ -208,11 +217,6 @@ impl<'a> Inspector<'a> {
         partition: &str,
     ) -> Result<Vec<InspectedMessage>, StoreError> {
         let r = self.reader()?;
-        let partition = if partition.is_empty() {
-            DEFAULT_PARTITION
-        } else {
-            partition
-        };
         let Some(p) = self.partition(&r, queue, partition)? else {
             return Ok(Vec::new());
         };
@@ -233,7 +237,8 @@ impl<'a> Inspector<'a> {
         Ok(out)
     }
 
-    /// A group's cursor and lease on a partition; `None` before the group read it.
+    /// A group's cursor and lease on a partition (`""` reads
+    /// [`DEFAULT_PARTITION`](crate::DEFAULT_PARTITION)); `None` before the group read it.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -243,11 +248,12 @@ impl<'a> Inspector<'a> {
     /// # http.post(format!("{}/api/v1/push", broker.url()))
     /// #     .json(&serde_json::json!({"items": [{"queue": "orders", "payload": {"id": "o-7"}, "transactionId": "order-7"}]}))
     /// #     .send().await?;
-    /// assert!(broker.inspect().cursor("orders", "Default", "billing")?.is_none());
+    /// use queen_mock_broker::DEFAULT_PARTITION;
+    /// assert!(broker.inspect().cursor("orders", DEFAULT_PARTITION, "billing")?.is_none());
     /// # let _: serde_json::Value = http
     /// #     .get(format!("{}/api/v1/pop/queue/orders?consumerGroup=billing&subscriptionMode=all", broker.url()))
     /// #     .send().await?.json().await?;
-    /// assert!(broker.inspect().cursor("orders", "Default", "billing")?.is_some());
+    /// assert!(broker.inspect().cursor("orders", "", "billing")?.is_some()); // "" reads DEFAULT_PARTITION
     /// # broker.shutdown().await;
     /// # Ok(())
     /// # }

@@ -8,7 +8,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> anyhow::Result<()> {
-//! use queen_mock_broker::MockBroker;
+//! use queen_mock_broker::{DEFAULT_PARTITION, MockBroker};
 //! use queen_mock_broker::harness::Fault;
 //!
 //! let broker = MockBroker::start_in_memory().await?;
@@ -22,7 +22,7 @@
 //! assert_eq!(push().await?.status(), 503); // the answer is lost...
 //! assert_eq!(push().await?.status(), 201); // ...so the client sends it again
 //! assert_eq!(broker.requests().matching("/api/v1/push").len(), 2);
-//! assert_eq!(broker.inspect().messages("q", "Default")?.len(), 1); // stored once
+//! assert_eq!(broker.inspect().messages("q", DEFAULT_PARTITION)?.len(), 1); // stored once
 //! broker.shutdown().await;
 //! # Ok(())
 //! # }
