@@ -603,14 +603,13 @@ fn check(broker: &MockBroker, attempts: &[Attempt], acked: &HashSet<String>, see
             c.duplicated
                 .push(format!("{tag}: unexpected outputs stored: {stored:?}"));
         }
-        let row = ins.kv(NS, tag).expect("read a KV row");
+        let row = ins.kv::<Value>(NS, tag).expect("read a KV row");
         match row {
-            Some(r) => {
-                let v: Value = serde_json::from_str(&r.value).unwrap_or(Value::Null);
+            Some(v) => {
                 if v == json!({"tag": tag, "inputs": a.inputs}) {
                     have.push("kv".into());
                 } else {
-                    miss.push(format!("kv (holds {})", r.value));
+                    miss.push(format!("kv (holds {v})"));
                 }
             }
             None => miss.push("kv".into()),

@@ -1963,11 +1963,11 @@ fn fingerprint(b: &MockBroker) -> String {
         "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
         i.messages("hostile-base", "p0").unwrap(),
         i.cursor("hostile-base", "p0", "g0").unwrap(),
-        i.kv("hostile", "k0")
+        i.kv_row("hostile", "k0")
             .unwrap()
             .map(|r| serde_json::to_string(&r).unwrap()),
         i.timers("hostile-base").unwrap(),
-        i.kv("queen-locks", "l0#0")
+        i.kv_row("queen-locks", "l0#0")
             .unwrap()
             .map(|r| serde_json::to_string(&r).unwrap()),
         i.queues().unwrap(),

@@ -93,7 +93,7 @@ impl<'a> State<'a> {
     ///
     /// ```
     /// let live = queen_verify::Invariant::new("orders/o-1 has not expired", |s| {
-    ///     let row = s.inspect().kv("orders", "o-1").map_err(|e| e.to_string())?;
+    ///     let row = s.inspect().kv_row("orders", "o-1").map_err(|e| e.to_string())?;
     ///     match row.and_then(|r| r.expires_at) {
     ///         Some(t) if t <= s.now_micros() => Err("expired".into()),
     ///         _ => Ok(()),
@@ -334,7 +334,7 @@ impl Invariant {
     pub fn kv_equals(ns: impl Into<String>, key: impl Into<String>, value: Value) -> Self {
         let (ns, key) = (ns.into(), key.into());
         Invariant::new(format!("kv {ns}/{key} = {value}"), move |s: &State<'_>| {
-            let row = s.inspect().kv(&ns, &key).map_err(|e| e.to_string())?;
+            let row = s.inspect().kv_row(&ns, &key).map_err(|e| e.to_string())?;
             let Some(row) = row else {
                 return Err(format!("{ns}/{key} is missing"));
             };

@@ -1,6 +1,7 @@
 //! Reading stored state directly, for assertions in tests: a queue's messages, a group's
-//! cursor and lease, a KV row, the pending timers. Reads see the last commit.
+//! cursor and lease, a KV row, the pending timers. Reads see every write answered so far.
 
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::clock::Micros;
@@ -12,6 +13,48 @@ use crate::engine::{DEFAULT_TENANT, Engine};
 use crate::store::keys::{Key, KeyReader};
 use crate::store::records::{ConsumerRecord, MessageRecord, PartitionRecord, decode};
 use crate::store::{Reader, StoreError, T};
+
+/// Why an [`Inspector`] read failed: the storage, or a stored value that is not the type
+/// asked for.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # reqwest::Client::new().post(format!("{}/api/v1/kv", broker.url()))
+/// #     .json(&serde_json::json!({"operations": [{"op": "put", "ns": "carts", "key": "c-1", "value": {"items": 2}, "ttlSeconds": 3600}]}))
+/// #     .send().await?;
+/// use queen_mock_broker::harness::InspectError;
+/// let wrong = broker.inspect().kv::<String>("carts", "c-1"); // {"items":2} is no string
+/// match wrong {
+///     Err(InspectError::Decode { ns, key, target, .. }) => {
+///         assert_eq!((ns.as_str(), key.as_str(), target), ("carts", "c-1", "alloc::string::String"));
+///     }
+///     other => panic!("expected a decode error, got {other:?}"),
+/// }
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InspectError {
+    /// The database could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The KV value at `ns`/`key` does not decode as the type asked for.
+    #[error("kv {ns}/{key} does not decode as {target}: {source}")]
+    Decode {
+        /// The row's namespace.
+        ns: String,
+        /// The row's key.
+        key: String,
+        /// The type asked for, as [`std::any::type_name`] spells it.
+        target: &'static str,
+        /// What serde found wrong.
+        source: serde_json::Error,
+    },
+}
 
 /// A stored message, as [`Inspector::messages`] reads it.
 ///
@@ -279,7 +322,51 @@ impl<'a> Inspector<'a> {
         }))
     }
 
-    /// A KV row as stored (it may have expired: compare `expires_at` with the clock).
+    /// The value of a KV row, decoded as `T` (`serde_json::Value` for any JSON); `None`
+    /// when the key is absent. As stored: a row past its expiry that the broker has not
+    /// yet removed is still read (see [`Inspector::kv_row`] for its expiry and version).
+    /// A value that is not a `T` is an [`InspectError::Decode`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let http = reqwest::Client::new();
+    /// # http.post(format!("{}/api/v1/kv", broker.url()))
+    /// #     .json(&serde_json::json!({"operations": [
+    /// #         {"op": "put", "ns": "carts", "key": "c-1", "value": {"items": 2}, "ttlSeconds": 3600},
+    /// #         {"op": "incr", "ns": "stats", "key": "paid", "by": 1, "ttlSeconds": 3600}]}))
+    /// #     .send().await?;
+    /// #[derive(serde::Deserialize, Debug, PartialEq)]
+    /// struct Cart { items: u32 }
+    ///
+    /// let inspect = broker.inspect();
+    /// assert_eq!(inspect.kv::<Cart>("carts", "c-1")?, Some(Cart { items: 2 }));
+    /// assert_eq!(inspect.kv::<u64>("stats", "paid")?, Some(1));
+    /// assert_eq!(inspect.kv::<serde_json::Value>("carts", "c-1")?, Some(serde_json::json!({"items": 2})));
+    /// assert_eq!(inspect.kv::<Cart>("carts", "c-2")?, None);
+    /// assert!(inspect.kv::<u64>("carts", "c-1").is_err()); // a cart is no number
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn kv<T: DeserializeOwned>(&self, ns: &str, key: &str) -> Result<Option<T>, InspectError> {
+        let Some(row) = self.kv_row(ns, key)? else {
+            return Ok(None);
+        };
+        serde_json::from_str(&row.value)
+            .map(Some)
+            .map_err(|source| InspectError::Decode {
+                ns: ns.to_string(),
+                key: key.to_string(),
+                target: std::any::type_name::<T>(),
+                source,
+            })
+    }
+
+    /// A KV row as stored: its value as compact JSON text, its version, when it was
+    /// written and when it lapses. It may have expired: compare `expires_at` with the
+    /// broker's clock.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -289,15 +376,17 @@ impl<'a> Inspector<'a> {
     /// # http.post(format!("{}/api/v1/kv", broker.url()))
     /// #     .json(&serde_json::json!({"operations": [{"op": "put", "ns": "carts", "key": "c-1", "value": {"items": 2}, "ttlSeconds": 3600}]}))
     /// #     .send().await?;
-    /// let row = broker.inspect().kv("carts", "c-1")?.expect("written");
+    /// use queen_mock_broker::Clock;
+    /// let row = broker.inspect().kv_row("carts", "c-1")?.expect("written");
     /// assert_eq!(row.value, r#"{"items":2}"#);
-    /// assert_eq!(row.expires_at.unwrap() - row.updated_at, 3_600_000_000);
-    /// assert!(broker.inspect().kv("carts", "c-2")?.is_none());
+    /// assert_eq!(row.expires_at.unwrap() - row.updated_at, 3_600_000_000); // 1 h, in µs
+    /// assert!(row.expires_at.unwrap() > broker.clock().now_micros()); // not yet lapsed
+    /// assert!(broker.inspect().kv_row("carts", "c-2")?.is_none());
     /// # broker.shutdown().await;
     /// # Ok(())
     /// # }
     /// ```
-    pub fn kv(&self, ns: &str, key: &str) -> Result<Option<KvRow>, StoreError> {
+    pub fn kv_row(&self, ns: &str, key: &str) -> Result<Option<KvRow>, StoreError> {
         let r = self.reader()?;
         r.get(T::Kv, &row_key(DEFAULT_TENANT, ns, key))?
             .map(|b| decode(&b))

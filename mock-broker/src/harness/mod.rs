@@ -40,9 +40,10 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 
+pub use crate::engine::kv::KvRow;
 pub use faults::{Fault, FaultHit, FaultKind, Faults};
 pub use hooks::{CallInfo, HookFuture, Hooks, RequestHook};
-pub use inspect::{InspectedCursor, InspectedMessage, InspectedTimer, Inspector};
+pub use inspect::{InspectError, InspectedCursor, InspectedMessage, InspectedTimer, Inspector};
 pub use log::{LoggedRequest, RequestLog};
 pub(crate) use storage::FaultyBackend;
 pub use storage::{StorageFault, StorageFaults};
