@@ -181,6 +181,11 @@ impl Engine {
         self.shared.writer.stats()
     }
 
+    /// What wakes the harness's waits after each batch that wrote.
+    pub(crate) fn written(&self) -> &writer::Written {
+        self.shared.writer.written()
+    }
+
     /// Creates or updates a queue.
     pub async fn configure(
         &self,

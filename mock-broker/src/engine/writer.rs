@@ -25,12 +25,12 @@
 //! it, and the writer applies those again from the log (`restore_or_reopen`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use redb::{Database, Durability, WriteTransaction};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::notify::Wakers;
 use crate::clock::Clock;
@@ -117,6 +117,49 @@ pub struct WriterStats {
     commands: AtomicU64,
     read_only_batches: AtomicU64,
     live_bytes: AtomicU64,
+    /// Wakes the harness's waits after a batch that wrote.
+    written: Written,
+}
+
+/// Wakes what waits for written state (the harness's
+/// [`MockBroker::wait_for`](crate::MockBroker::wait_for)) once the callers of a batch
+/// that wrote are answered. While nothing watches (always, in the binary: it has no
+/// harness) it costs the writer one atomic load per batch.
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    watchers: AtomicUsize,
+    notify: Notify,
+}
+
+impl Written {
+    /// After a batch that wrote: wakes the watchers, if any.
+    fn signal(&self) {
+        if self.watchers.load(Ordering::SeqCst) > 0 {
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// Starts watching: the writer wakes [`WriteWatch::notified`] until it is dropped.
+    pub(crate) fn watch(&self) -> WriteWatch<'_> {
+        self.watchers.fetch_add(1, Ordering::SeqCst);
+        WriteWatch(self)
+    }
+}
+
+/// A watcher of [`Written`]; the writer stops looking for it once every one is dropped.
+pub(crate) struct WriteWatch<'a>(&'a Written);
+
+impl WriteWatch<'_> {
+    /// Resolves at the next batch that wrote after it is enabled (or first polled).
+    pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.0.notify.notified()
+    }
+}
+
+impl Drop for WriteWatch<'_> {
+    fn drop(&mut self) {
+        self.0.watchers.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A snapshot of [`WriterStats`].
@@ -240,6 +283,11 @@ impl Writer {
     /// Group-commit figures.
     pub fn stats(&self) -> StatsSnapshot {
         self.stats.snapshot()
+    }
+
+    /// What wakes waits for written state (see [`Written`]).
+    pub(crate) fn written(&self) -> &Written {
+        &self.stats.written
     }
 }
 
@@ -403,6 +451,10 @@ fn run(
             }
         }
         stats.commands.fetch_add(n, Ordering::Relaxed);
+        let wrote = matches!(
+            outcome,
+            Ok(Applied::Committed | Applied::Held | Applied::Logged(_))
+        );
         let committed = outcome.map(|_| ()).map_err(EngineError::from);
         if committed.is_ok() {
             for (tenant, queue) in woken.drain(..) {
@@ -411,6 +463,11 @@ fn run(
         }
         for job in batch.drain(..) {
             job.finish(committed.clone());
+        }
+        // After the answers, as a caller sees it: a read now finds the batch (it asks
+        // for a held one's commit first, see `Writer::published`).
+        if wrote {
+            stats.written.signal();
         }
         // After the answers: the callers of this batch do not wait for it.
         if db.wal().is_some_and(|w| w.checkpoint_due()) {

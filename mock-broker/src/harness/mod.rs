@@ -1,5 +1,6 @@
-//! The test harness: injected faults, a log of the requests received, and inspection of
-//! stored state without going through the public API.
+//! The test harness: injected faults, a log of the requests received, inspection of
+//! stored state without going through the public API, and waits on that state that need
+//! no polling loop ([`MockBroker::wait_for`](crate::MockBroker::wait_for)).
 //!
 //! A [`MockBroker`](crate::MockBroker) carries one [`Harness`]; its HTTP layer consults
 //! it on every request, so a test can make the next transaction's answer get lost after
@@ -33,6 +34,7 @@ mod hooks;
 mod inspect;
 mod log;
 mod storage;
+mod wait;
 
 use std::sync::Arc;
 
@@ -47,6 +49,7 @@ pub use inspect::{InspectError, InspectedCursor, InspectedMessage, InspectedTime
 pub use log::{LoggedRequest, RequestLog};
 pub(crate) use storage::FaultyBackend;
 pub use storage::{StorageFault, StorageFaults};
+pub use wait::WaitError;
 
 /// The harness state shared with the HTTP layer. A [`MockBroker`](crate::MockBroker)
 /// makes its own; to serve the harness in front of another router, give a clone to
