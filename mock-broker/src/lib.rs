@@ -66,3 +66,8 @@ pub use error::EngineError;
 /// # }
 /// ```
 pub const DEFAULT_PARTITION: &str = engine::queues::DEFAULT_PARTITION;
+
+/// The README's examples, compiled as doctests so that the code a reader copies builds.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
