@@ -14,57 +14,66 @@
 //! ## The order worker
 //!
 //! A worker is a handler from a delivered message to its step; [`Client::worker`] runs
-//! it: long-polls (an idle queue is no failure), renews leases, commits each step and
-//! settles every outcome (a step already done is acked on its own, a failed handler is
+//! it: long-polls (an idle queue is no failure), renews leases, hands the handler each
+//! message with its step (a transaction that already acks it, fenced by its lease),
+//! commits what the handler returns and settles every outcome: only a step that was
+//! done is settled as done (a `once` marker that exists, a duplicate), a step a gate
+//! refused goes to [`Worker::on_refused`] (or is acked `failed`), a failed handler is
 //! acked `failed` so the retry limit dead-letters it, an undecodable payload is
-//! dead-lettered), keeps each partition's order while running partitions concurrently,
-//! and drains on shutdown.
+//! dead-lettered. It keeps each partition's order while running partitions
+//! concurrently, and drains on shutdown. A new consumer group states where it starts
+//! ([`StartAt`]): nothing already queued is skipped unless you say so.
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use queen_sdk::{Client, Ttl};
+//! use queen_sdk::{Client, StartAt, Ttl};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Deserialize)]
+//! #[serde(rename_all = "camelCase")] // producers write {"orderId": .., "customer": .., "total": ..}
 //! struct OrderPaid { order_id: String, customer: String, total: f64 }
 //! #[derive(Serialize)]
+//! #[serde(rename_all = "camelCase")]
 //! struct Receipt<'a> { order_id: &'a str, total: f64 }
 //!
-//! # async fn demo() -> queen_sdk::Result<()> {
-//! let client = Client::new("http://127.0.0.1:6632")?;
-//! let steps = client.clone();
-//! let summary = client
-//!     .worker::<OrderPaid>("orders")
-//!     .group("billing")
-//!     .concurrency(8) // partitions at once; each in order
-//!     .batch(10)
-//!     .lease(Duration::from_secs(60))
-//!     .run(
-//!         move |msg| {
-//!             let order = &msg.data;
-//!             let step = steps
-//!                 .transaction()
-//!                 .ack(&msg) // fenced by the message's lease
-//!                 .push("receipts", |p| {
-//!                     p.partition(&order.customer)
-//!                         .payload(&Receipt { order_id: &order.order_id, total: order.total })
-//!                 }) // its transactionId is derived from the acked message
-//!                 .kv(|k| k.put("orders", &order.order_id, &serde_json::json!({"status": "paid"}), Ttl::days(30)))
-//!                 .once("paid", &format!("{}-paid", order.order_id), Ttl::days(1))
-//!                 .timer("reminders", |t| t.key(&order.order_id).after(Duration::from_secs(86_400)).payload(&order.order_id));
-//!             async move { Ok::<_, std::convert::Infallible>(step) }
-//!         },
-//!         async { tokio::signal::ctrl_c().await.ok(); }, // Ctrl-C drains
-//!     )
-//!     .await?;
-//! println!("{summary}");
-//! # Ok(()) }
+//! #[tokio::main]
+//! async fn main() -> anyhow::Result<()> {
+//!     let client = Client::new("http://127.0.0.1:6632")?;
+//!     let summary = client
+//!         .worker::<OrderPaid>("orders")
+//!         .group("billing", StartAt::Beginning) // a first deploy processes the backlog
+//!         .concurrency(8) // partitions at once; each in order
+//!         .batch(10)
+//!         .lease(Duration::from_secs(60))
+//!         .run(
+//!             |msg, step| async move {
+//!                 let order = &msg.data;
+//!                 // `step` already acks `msg`, fenced by its lease.
+//!                 let step = step
+//!                     .push("receipts", |p| {
+//!                         p.partition(&order.customer)
+//!                             .payload(&Receipt { order_id: &order.order_id, total: order.total })
+//!                     }) // its transactionId is derived from the acked message
+//!                     .kv(|k| k.put("orders", &order.order_id, &serde_json::json!({"status": "paid"}), Ttl::days(30)))
+//!                     .once("paid", format!("{}-paid", order.order_id), Ttl::days(1))
+//!                     .timer("reminders", |t| t.key(&order.order_id).after(Duration::from_secs(86_400)).payload(&order.order_id));
+//!                 Ok::<_, std::convert::Infallible>(step)
+//!             },
+//!             async { tokio::signal::ctrl_c().await.ok(); }, // Ctrl-C drains
+//!         )
+//!         .await?; // a worker the broker refused (401, 403, the queue gone) fails `main`
+//!     println!("{summary}");
+//!     Ok(())
+//! }
 //! ```
 //!
-//! For a loop of your own, [`Client::consume`] gives the deliveries as a stream, and
-//! [`TransactionBuilder::commit`] answers every outcome to settle: `Commit::Gated` and a
-//! `duplicate` rollback mean the step was done before (ack the message on its own, or
-//! it comes back at every lease expiry), `rejected_ack` means the lease is lost.
+//! For a loop of your own, [`Client::consume`] gives the deliveries as a stream
+//! ([`Delivery::step`] starts each one's step), and [`TransactionBuilder::commit`]
+//! answers every outcome to settle: a `duplicate` rollback, or `Commit::Gated` whose
+//! [`Gate::already_done`] (a `once` marker that exists), means the step was done before
+//! (ack the message on its own, or it comes back at every lease expiry); any other gate
+//! refused it (nothing was written: decide what becomes of the message);
+//! `rejected_ack` means the lease is lost.
 //!
 //! ## The rest of a worker's loop
 //!

@@ -159,20 +159,18 @@ pub type SetupError = Box<dyn std::error::Error + Send + Sync>;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// use queen_sdk::SubscriptionMode;
+/// use queen_sdk::StartAt;
 /// use queen_verify::{Input, Invariant, WorkerCheck};
 ///
 /// let check = WorkerCheck::new(|client, stop| async move {
-///     let steps = client.clone();
 ///     client
 ///         .worker::<serde_json::Value>("jobs")
-///         .group("workers")
-///         .subscription(SubscriptionMode::All)
+///         .group("workers", StartAt::Beginning)
 ///         .run(
-///             move |job| {
+///             move |job, step| {
 ///                 // Ack the job and push its result, in one step (the result's id is
 ///                 // derived from the acked job, so a second run is a duplicate).
-///                 let step = steps.transaction().ack(&job).push("results", |p| p.payload(&job.data));
+///                 let step = step.push("results", |p| p.payload(&job.data));
 ///                 async move { Ok::<_, String>(step) }
 ///             },
 ///             stop,

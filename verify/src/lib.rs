@@ -13,22 +13,18 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! use queen_sdk::{SubscriptionMode, Ttl};
+//! use queen_sdk::{StartAt, Ttl};
 //! use queen_verify::{Input, Invariant, WorkerCheck};
 //! use serde_json::json;
 //!
 //! let verdict = WorkerCheck::new(|client, stop| async move {
-//!     let steps = client.clone();
 //!     client
 //!         .worker::<serde_json::Value>("orders")
-//!         .group("billing")
-//!         .subscription(SubscriptionMode::All)
+//!         .group("billing", StartAt::Beginning)
 //!         .run(
-//!             move |order| {
+//!             move |order, step| {
 //!                 let id = order.data["orderId"].as_str().unwrap_or_default().to_string();
-//!                 let step = steps
-//!                     .transaction()
-//!                     .ack(&order) // fenced by its lease
+//!                 let step = step // fenced by its lease
 //!                     .push("receipts", |p| p.payload(&json!({"orderId": id}))) // derived id
 //!                     .once("paid", &format!("{id}-paid"), Ttl::days(1)); // a gate
 //!                 async move { Ok::<_, String>(step) }
@@ -66,24 +62,20 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! use queen_sdk::{SubscriptionMode, Ttl};
+//! use queen_sdk::{StartAt, Ttl};
 //! use queen_verify::{Input, Invariant, WorkerCheck};
 //! use serde_json::json;
 //!
 //! let verdict = WorkerCheck::new(|client, stop| async move {
-//!     let steps = client.clone();
 //!     client
 //!         .worker::<serde_json::Value>("orders")
-//!         .group("inventory")
-//!         .subscription(SubscriptionMode::All)
+//!         .group("inventory", StartAt::Beginning)
 //!         .run(
-//!             move |order| {
+//!             move |order, step| {
 //!                 let marker = format!("{}-reserved", order.transaction_id);
-//!                 let step = steps
-//!                     .transaction()
-//!                     .ack(&order)
+//!                 let step = step
 //!                     .once("reserved", &marker, Ttl::days(1)) // a resend writes nothing
-//!                     .kv(|k| k.incr("stock", "sku-1", -1).min(0).required().forever());
+//!                     .kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required());
 //!                 async move { Ok::<_, String>(step) }
 //!             },
 //!             stop,

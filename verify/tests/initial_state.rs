@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use queen_sdk::{Client, PushItem, SubscriptionMode, Ttl};
+use queen_sdk::{Client, PushItem, StartAt, Ttl};
 use queen_verify::{
     Event, Input, Invariant, Route, Schedule, Stop, TraceEntry, Verdict, WorkerCheck,
 };
@@ -17,20 +17,16 @@ use serde_json::{Value, json};
 /// Takes one unit of `stock/sku-1` per order, in the step that acks it, gated by a
 /// marker derived from the order: a resend of a step that committed (its answer lost)
 /// writes nothing.
-async fn reserve(client: Client, stop: Stop) -> queen_sdk::Result<queen_sdk::Summary> {
-    let steps = client.clone();
+async fn reserve(client: Client, stop: Stop) -> Result<queen_sdk::Summary, queen_sdk::WorkerError> {
     client
         .worker::<Value>("orders")
-        .group("inventory")
-        .subscription(SubscriptionMode::All)
+        .group("inventory", StartAt::Beginning)
         .run(
-            move |msg| {
+            move |msg, step| {
                 let marker = format!("{}-reserved", msg.transaction_id);
-                let step = steps
-                    .transaction()
-                    .ack(&msg)
+                let step = step
                     .once("reserved", &marker, Ttl::days(1))
-                    .kv(|k| k.incr("stock", "sku-1", -1).min(0).required().forever());
+                    .kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required());
                 async move { Ok::<_, String>(step) }
             },
             stop,
@@ -42,18 +38,17 @@ async fn reserve(client: Client, stop: Stop) -> queen_sdk::Result<queen_sdk::Sum
 /// already acked is a no-op while the rest of its batch holds the lease
 /// (`spec/transaction.md`: only a released lease rolls the resend back), so the
 /// resend of a step whose answer was lost takes a second unit.
-async fn reserve_ungated(client: Client, stop: Stop) -> queen_sdk::Result<queen_sdk::Summary> {
-    let steps = client.clone();
+async fn reserve_ungated(
+    client: Client,
+    stop: Stop,
+) -> Result<queen_sdk::Summary, queen_sdk::WorkerError> {
     client
         .worker::<Value>("orders")
-        .group("inventory")
-        .subscription(SubscriptionMode::All)
+        .group("inventory", StartAt::Beginning)
         .run(
-            move |msg| {
-                let step = steps
-                    .transaction()
-                    .ack(&msg)
-                    .kv(|k| k.incr("stock", "sku-1", -1).min(0).required().forever());
+            move |_msg, step| {
+                let step =
+                    step.kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required());
                 async move { Ok::<_, String>(step) }
             },
             stop,

@@ -1,24 +1,22 @@
 //! The README's "Prove your worker", as a test, and a broken worker caught by a replayed
 //! schedule. `QUEEN_VERIFY_SCHEDULES` raises the schedule count (CI runs a few dozen).
 
-use queen_sdk::{Client, PushItem, SubscriptionMode};
+use queen_sdk::{Client, PushItem, StartAt};
 use queen_verify::{Input, Invariant, Route, Schedule, Stop, WorkerCheck};
 use serde_json::{Value, json};
 
 /// Acks each order and pushes its receipt in one step: the receipt's id is derived
 /// from the acked order, and the ack is fenced by its lease.
-async fn receipts(client: Client, stop: Stop) -> queen_sdk::Result<queen_sdk::Summary> {
-    let steps = client.clone();
+async fn receipts(
+    client: Client,
+    stop: Stop,
+) -> Result<queen_sdk::Summary, queen_sdk::WorkerError> {
     client
         .worker::<Value>("orders")
-        .group("billing")
-        .subscription(SubscriptionMode::All)
+        .group("billing", StartAt::Beginning)
         .run(
-            move |msg| {
-                let step = steps
-                    .transaction()
-                    .ack(&msg)
-                    .push("receipts", |p| p.payload(&msg.data));
+            move |msg, step| {
+                let step = step.push("receipts", |p| p.payload(&msg.data));
                 async move { Ok::<_, String>(step) }
             },
             stop,
@@ -27,20 +25,22 @@ async fn receipts(client: Client, stop: Stop) -> queen_sdk::Result<queen_sdk::Su
 }
 
 /// Pushes each receipt in a call of its own, under a random id, then acks: not atomic.
-async fn receipts_apart(client: Client, stop: Stop) -> queen_sdk::Result<queen_sdk::Summary> {
+async fn receipts_apart(
+    client: Client,
+    stop: Stop,
+) -> Result<queen_sdk::Summary, queen_sdk::WorkerError> {
     let steps = client.clone();
     client
         .worker::<Value>("orders")
-        .group("billing")
-        .subscription(SubscriptionMode::All)
+        .group("billing", StartAt::Beginning)
         .run(
-            move |msg| {
+            move |msg, step| {
                 let client = steps.clone();
                 async move {
                     let receipt = PushItem::new("receipts", &msg.data)
                         .transaction_id(uuid::Uuid::new_v4().to_string());
                     client.push(vec![receipt]).await?;
-                    Ok::<_, queen_sdk::Error>(client.transaction().ack(&msg))
+                    Ok::<_, queen_sdk::Error>(step)
                 }
             },
             stop,

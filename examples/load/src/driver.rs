@@ -419,8 +419,7 @@ async fn sdk_op(c: &Client, plan: &Plan, worker: usize, seq: u64, deadline: Inst
             .ack(&msg)
             .push(&n.receipts, |p| p.partition(&o.customer).payload(&receipt))
             .kv(|k| {
-                k.put(&n.orders_ns, &o.order_id, &Status { status: "paid" })
-                    .ttl(Ttl::days(30))
+                k.put(&n.orders_ns, &o.order_id, &Status { status: "paid" }, Ttl::days(30))
             })
             .once(&n.paid_ns, &format!("{}-paid", o.order_id), Ttl::days(1))
             .timer(&n.reminders, |t| {
@@ -468,8 +467,7 @@ fn push_kv_step(c: &Client, plan: &Plan, worker: usize, seq: u64) -> Transaction
                 .payload(&receipt)
         })
         .kv(|k| {
-            k.put(&n.orders_ns, &e.order_id, &Status { status: "paid" })
-                .ttl(Ttl::days(30))
+            k.put(&n.orders_ns, &e.order_id, &Status { status: "paid" }, Ttl::days(30))
         })
 }
 

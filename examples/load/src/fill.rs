@@ -115,9 +115,7 @@ pub(crate) async fn put_keys(client: &Client, ns: &str, count: u64) -> anyhow::R
                         &StoredRow {
                             status: "paid",
                             n: i,
-                        },
-                    )
-                    .ttl(Ttl::days(30))
+                        }, Ttl::days(30))
                     .into()
                 })
                 .collect();
@@ -130,8 +128,8 @@ pub(crate) async fn put_keys(client: &Client, ns: &str, count: u64) -> anyhow::R
                     );
                     Ok(())
                 }
-                KvBatch::Gated { kv_reason, .. } => {
-                    bail!("putting stored KV keys: gated ({kv_reason})")
+                KvBatch::Gated { gate, .. } => {
+                    bail!("putting stored KV keys: gated ({gate})")
                 }
             }
         }
@@ -176,8 +174,8 @@ pub(crate) async fn schedule_timers(
                     );
                     Ok(())
                 }
-                Commit::Gated { kv_reason, .. } => {
-                    bail!("scheduling stored timers: gated ({kv_reason})")
+                Commit::Gated { gate, .. } => {
+                    bail!("scheduling stored timers: gated ({gate})")
                 }
             }
         }

@@ -35,7 +35,7 @@ async fn guarded_write(
     client
         .transaction()
         .guard(guard)
-        .kv(|k| k.put(ns, "nightly", value).ttl(Ttl::days(1)))
+        .kv(|k| k.put(ns, "nightly", value, Ttl::days(1)))
         .commit()
         .await
 }
@@ -84,8 +84,8 @@ async fn run(env: &Env) -> anyhow::Result<()> {
         Commit::Committed(_) => {
             println!("worker-a: guarded transaction committed: {ns}/nightly = \"{first}\"")
         }
-        Commit::Gated { kv_reason, .. } => {
-            bail!("worker-a's guarded write was gated ({kv_reason})")
+        Commit::Gated { gate, .. } => {
+            bail!("worker-a's guarded write was gated ({gate})")
         }
     }
 
@@ -136,8 +136,8 @@ async fn run(env: &Env) -> anyhow::Result<()> {
     };
     let stale = "part 2 by worker-a (stale)";
     match guarded_write(client, &a_guard, &ns, stale).await? {
-        Commit::Gated { kv_reason, .. } => println!(
-            "worker-a: guarded transaction refused: Commit::Gated (kv_reason: {kv_reason}): nothing written"
+        Commit::Gated { gate, .. } => println!(
+            "worker-a: guarded transaction refused: Commit::Gated ({gate}): nothing written"
         ),
         Commit::Committed(_) => bail!("worker-a's stale guarded write committed"),
     }
@@ -151,8 +151,8 @@ async fn run(env: &Env) -> anyhow::Result<()> {
         Commit::Committed(_) => {
             println!("worker-b: guarded transaction committed: {ns}/nightly = \"{second}\"")
         }
-        Commit::Gated { kv_reason, .. } => {
-            bail!("worker-b's guarded write was gated ({kv_reason})")
+        Commit::Gated { gate, .. } => {
+            bail!("worker-b's guarded write was gated ({gate})")
         }
     }
 

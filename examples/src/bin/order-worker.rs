@@ -24,19 +24,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
-use queen_examples::{Env, EnvOptions, read_all, shutdown_signal};
+use queen_examples::{Env, EnvOptions, URL_VAR, read_all, shutdown_signal};
 use queen_sdk::{
     AckStatus, Client, Commit, Committed, Error, Message, Outcome, PushItem, RollbackReason,
-    SeekTo, StepResult, Stopped, SubscriptionMode, TransactionBuilder, Ttl,
+    SeekTo, StartAt, StepResult, SubscriptionMode, TransactionBuilder, Ttl,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-/// The event a payment service publishes.
+/// The event a payment service publishes: `{"orderId": "order-7", "customer":
+/// "customer-123", "total": 120.5}`, as the README's `curl` pushes it (without a
+/// `customer`, the message's partition names the customer).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct OrderPaid {
     order_id: String,
+    #[serde(default)]
     customer: String,
+    #[serde(default)]
     total: f64,
 }
 
@@ -117,12 +122,13 @@ async fn serve(env: &Env) -> anyhow::Result<()> {
         "order-worker: consuming {} as group {GROUP}; Ctrl-C drains and stops",
         names.orders
     );
-    let steps = Arc::clone(&names);
+    let names_in_steps = Arc::clone(&names);
+    // `?`: a worker the broker refused for good (401, 403, the queue gone) is an error,
+    // and `main` exits non-zero with it.
     let summary = env
         .client()
         .worker::<OrderPaid>(&names.orders)
-        .group(GROUP)
-        .subscription(SubscriptionMode::All)
+        .group(GROUP, StartAt::Beginning)
         .concurrency(4)
         .on_settled(|msg, outcome| {
             let detail = match outcome {
@@ -142,34 +148,46 @@ async fn serve(env: &Env) -> anyhow::Result<()> {
             );
         })
         .run(
-            move |msg| {
-                let step = step(&client, &steps, parts, &msg);
+            move |msg, ack| {
+                let step = step(ack, &names_in_steps, parts, &msg);
                 async move { Ok::<_, std::convert::Infallible>(step) }
             },
             shutdown_signal(),
         )
         .await?;
     println!("stopped: {summary}");
-    if let Stopped::Refused(e) = &summary.stopped {
-        bail!("the broker refused the worker: {e}");
-    }
     Ok(())
 }
 
-/// The worker's step for one event. The same event always yields the same step: the
-/// receipt's `transactionId` and the timer's `txn` are derived from the acked message.
-/// The parts the broker lacks (`parts`) are left out.
-fn step(client: &Client, n: &Names, parts: Parts, msg: &Message<OrderPaid>) -> TransactionBuilder {
+/// The worker's step for one event, added to `ack` (the transaction that acks it). The
+/// same event always yields the same step: the receipt's `transactionId` and the
+/// timer's `txn` are derived from the acked message. The parts the broker lacks
+/// (`parts`) are left out.
+fn step(
+    ack: TransactionBuilder,
+    n: &Names,
+    parts: Parts,
+    msg: &Message<OrderPaid>,
+) -> TransactionBuilder {
     let o = &msg.data;
-    let mut step = client.transaction().ack(msg).push(&n.receipts, |p| {
-        p.partition(&o.customer)
+    let customer = if o.customer.is_empty() {
+        &msg.partition
+    } else {
+        &o.customer
+    };
+    let mut step = ack.push(&n.receipts, |p| {
+        p.partition(customer)
             .payload(&json!({"orderId": o.order_id, "total": o.total}))
     });
     if parts.kv {
         step = step
             .kv(|k| {
-                k.put(&n.orders_ns, &o.order_id, &json!({"status": "paid"}))
-                    .ttl(Ttl::days(30))
+                k.put(
+                    &n.orders_ns,
+                    &o.order_id,
+                    &json!({"status": "paid"}),
+                    Ttl::days(30),
+                )
             })
             .once(&n.paid_ns, &format!("{}-paid", o.order_id), Ttl::days(1));
     }
@@ -265,10 +283,13 @@ async fn run(env: &Env) -> anyhow::Result<()> {
         msg.delivery_attempt.unwrap_or(1),
         msg.lease_id
     );
-    let first = match step(client, &n, parts, &msg).commit().await? {
+    let first = match step(client.transaction().ack(&msg), &n, parts, &msg)
+        .commit()
+        .await?
+    {
         Commit::Committed(c) => c,
-        Commit::Gated { kv_reason, .. } => {
-            bail!("the first run was gated ({kv_reason}): was the marker left by an earlier run?")
+        Commit::Gated { gate, .. } => {
+            bail!("the first run was gated ({gate}): was the marker left by an earlier run?")
         }
     };
     print_committed(&first, &n, &event.customer);
@@ -296,7 +317,10 @@ async fn run(env: &Env) -> anyhow::Result<()> {
         "popped {} again under a new lease {}: running the same step",
         again.transaction_id, again.lease_id
     );
-    match step(client, &n, parts, &again).commit().await {
+    match step(client.transaction().ack(&again), &n, parts, &again)
+        .commit()
+        .await
+    {
         Err(Error::RolledBack {
             reason: RollbackReason::Duplicate,
             retried,
@@ -307,10 +331,10 @@ async fn run(env: &Env) -> anyhow::Result<()> {
                 n.receipts, event.customer
             );
         }
-        Ok(Commit::Gated { kv_reason, .. }) => {
+        Ok(Commit::Gated { gate, .. }) => {
             println!(
-                "second run gated: the once() marker {}/order-7-paid is set ({kv_reason}); nothing was written",
-                n.paid_ns
+                "second run gated: the once() marker {}/order-7-paid is set ({}); nothing was written",
+                n.paid_ns, gate.reason
             );
         }
         Ok(Commit::Committed(_)) => bail!("the redelivered step committed a second time"),
@@ -357,7 +381,12 @@ async fn run(env: &Env) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let env = Env::connect(EnvOptions::default()).await?;
-    println!("broker: {}", env.describe());
+    if env.is_embedded() {
+        println!("broker: {}", env.describe());
+    } else {
+        // The long-lived worker keeps fixed names, so a restart picks up where it stopped.
+        println!("broker: {} {}", URL_VAR, env.url());
+    }
     let outcome = if env.is_embedded() {
         run(&env).await
     } else {

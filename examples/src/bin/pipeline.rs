@@ -82,7 +82,6 @@ async fn run_stage(
     stage: &Stage,
     expected: usize,
 ) -> anyhow::Result<Report> {
-    let client = env.client().clone();
     let name = stage.name;
     let output = stage.output.clone();
     let inject_fault = env.is_embedded() && name == FAULTY_STAGE;
@@ -96,7 +95,7 @@ async fn run_stage(
 
     let handler = {
         let (items, held, output) = (items.clone(), held.clone(), output.clone());
-        move |msg: queen_sdk::Delivery<Item>| {
+        move |msg: queen_sdk::Delivery<Item>, ack: queen_sdk::TransactionBuilder| {
             let mut item = msg.data.clone();
             item.stages.push(name.to_string());
             if name == "enrich" {
@@ -106,10 +105,7 @@ async fn run_stage(
                 .lock()
                 .unwrap()
                 .insert(msg.id.clone(), item.id.clone());
-            let step = client
-                .transaction()
-                .ack(&msg)
-                .push(&output, |p| p.payload(&item));
+            let step = ack.push(&output, |p| p.payload(&item));
             let faulty = inject_fault && handled.fetch_add(1, Ordering::SeqCst) + 1 == FAULTY_STEP;
             let (gate, held, want_fault) = (gate.clone(), held.clone(), want_fault.clone());
             async move {

@@ -25,7 +25,7 @@ use std::convert::Infallible;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use queen_sdk::{Client, Message, PushItem, SubscriptionMode, TransactionBuilder, Ttl};
+use queen_sdk::{Client, Message, PushItem, StartAt, TransactionBuilder, Ttl};
 use queen_verify::{Input, Invariant, State, Stop, Verdict, WorkerCheck};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -72,40 +72,46 @@ fn inputs() -> Vec<Input> {
 }
 
 /// The order worker's step, as `spec/transaction.md` writes it.
-fn order_step(client: &Client, msg: &Message<OrderPaid>) -> TransactionBuilder {
+fn order_step(ack: TransactionBuilder, msg: &Message<OrderPaid>) -> TransactionBuilder {
     let o = &msg.data;
-    client
-        .transaction()
-        .ack(msg)
-        .push("receipts", |p| {
-            p.partition(&o.customer)
-                .payload(&json!({"orderId": o.order_id, "total": o.total}))
-        })
-        .kv(|k| {
-            k.put("orders", &o.order_id, &json!({"status": "paid"}))
-                .ttl(Ttl::days(30))
-        })
-        .once("paid", &format!("{}-paid", o.order_id), Ttl::days(1))
-        .timer("reminders", |t| {
-            t.key(&o.order_id)
-                .after(Duration::from_secs(86_400))
-                .payload(&json!({"orderId": o.order_id}))
-        })
+    ack.push("receipts", |p| {
+        p.partition(&o.customer)
+            .payload(&json!({"orderId": o.order_id, "total": o.total}))
+    })
+    .kv(|k| {
+        k.put(
+            "orders",
+            &o.order_id,
+            &json!({"status": "paid"}),
+            Ttl::days(30),
+        )
+    })
+    .once("paid", &format!("{}-paid", o.order_id), Ttl::days(1))
+    .timer("reminders", |t| {
+        t.key(&o.order_id)
+            .after(Duration::from_secs(86_400))
+            .payload(&json!({"orderId": o.order_id}))
+    })
 }
 
 /// Runs `handler` as the SDK's worker on `orders` until `stop`.
-async fn serve<F>(client: Client, stop: Stop, handler: F) -> queen_sdk::Result<queen_sdk::Summary>
+async fn serve<F>(
+    client: Client,
+    stop: Stop,
+    handler: F,
+) -> Result<queen_sdk::Summary, queen_sdk::WorkerError>
 where
-    F: Fn(Client, queen_sdk::Delivery<OrderPaid>) -> TransactionBuilder + Send + Sync + 'static,
+    F: Fn(TransactionBuilder, queen_sdk::Delivery<OrderPaid>) -> TransactionBuilder
+        + Send
+        + Sync
+        + 'static,
 {
-    let steps = client.clone();
     client
         .worker::<OrderPaid>("orders")
-        .group(GROUP)
-        .subscription(SubscriptionMode::All)
+        .group(GROUP, StartAt::Beginning)
         .run(
-            move |msg| {
-                let step = handler(steps.clone(), msg);
+            move |msg, ack| {
+                let step = handler(ack, msg);
                 async move { Ok::<_, Infallible>(step) }
             },
             stop,
@@ -147,7 +153,7 @@ fn order_invariants(check: WorkerCheck) -> WorkerCheck {
 /// 1. The order worker of `spec/transaction.md`.
 fn good(schedules: usize) -> WorkerCheck {
     let check =
-        WorkerCheck::new(|client, stop| serve(client, stop, |steps, msg| order_step(&steps, &msg)));
+        WorkerCheck::new(|client, stop| serve(client, stop, |ack, msg| order_step(ack, &msg)));
     order_invariants(check)
         .group(GROUP)
         .inputs(inputs())
@@ -160,14 +166,13 @@ fn good(schedules: usize) -> WorkerCheck {
 ///    only then commits the step (ack, state, marker, reminder).
 fn random_ids(schedules: usize) -> WorkerCheck {
     let check = WorkerCheck::new(|client, stop| async move {
-        let steps = client.clone();
+        let pushes = client.clone();
         client
             .worker::<OrderPaid>("orders")
-            .group(GROUP)
-            .subscription(SubscriptionMode::All)
+            .group(GROUP, StartAt::Beginning)
             .run(
-                move |msg| {
-                    let client = steps.clone();
+                move |msg, ack| {
+                    let client = pushes.clone();
                     async move {
                         let o = &msg.data;
                         client
@@ -180,12 +185,14 @@ fn random_ids(schedules: usize) -> WorkerCheck {
                                 .transaction_id(uuid::Uuid::new_v4().to_string()),
                             ])
                             .await?;
-                        let step = client
-                            .transaction()
-                            .ack(&msg)
+                        let step = ack
                             .kv(|k| {
-                                k.put("orders", &o.order_id, &json!({"status": "paid"}))
-                                    .ttl(Ttl::days(30))
+                                k.put(
+                                    "orders",
+                                    &o.order_id,
+                                    &json!({"status": "paid"}),
+                                    Ttl::days(30),
+                                )
                             })
                             .once("paid", &format!("{}-paid", o.order_id), Ttl::days(1))
                             .timer("reminders", |t| {
@@ -212,18 +219,22 @@ fn random_ids(schedules: usize) -> WorkerCheck {
 ///    the order's total to its customer's revenue with no `once` gate.
 fn unfenced(schedules: usize) -> WorkerCheck {
     let check = WorkerCheck::new(|client, stop| {
-        serve(client, stop, |steps, msg| {
+        serve(client.clone(), stop, move |_fenced, msg| {
             let mut unleased = msg.message().clone();
             unleased.lease_id.clear();
             let o = &msg.data;
-            steps
+            client
                 .transaction()
                 .ack(&unleased)
                 .kv(|k| {
-                    k.put("orders", &o.order_id, &json!({"status": "paid"}))
-                        .ttl(Ttl::days(30))
+                    k.put(
+                        "orders",
+                        &o.order_id,
+                        &json!({"status": "paid"}),
+                        Ttl::days(30),
+                    )
                 })
-                .kv(|k| k.incr("revenue", &o.customer, o.total).forever())
+                .kv(|k| k.incr("revenue", &o.customer, o.total, Ttl::Forever))
         })
     });
     let mut check = check

@@ -157,9 +157,10 @@ pub struct GetMany {
     keys: Vec<String>,
 }
 
-/// A write, from [`Kv::put`]: give it a [`Put::ttl`] or [`Put::forever`].
+/// A write, from [`Kv::put`], with its expiry.
 ///
 /// ```
+/// # use queen_sdk::Ttl;
 /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
 /// let body = client.transaction().kv(|k| k.put("carts", "c-1", &2, Ttl::Forever)).to_body()?;
 /// assert_eq!(body["kv"][0]["op"], "put");
@@ -176,10 +177,10 @@ pub struct Put {
     required: bool,
 }
 
-/// A write of an absent key, from [`Kv::put_if_absent`]: give it a
-/// [`PutIfAbsent::ttl`] or [`PutIfAbsent::forever`].
+/// A write of an absent key, from [`Kv::put_if_absent`], with its expiry.
 ///
 /// ```
+/// # use queen_sdk::Ttl;
 /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
 /// let body = client.transaction().kv(|k| k.put_if_absent("claims", "job-9", &"w-1", Ttl::Forever)).to_body()?;
 /// assert_eq!(body["kv"][0]["op"], "putIfAbsent");
@@ -229,9 +230,10 @@ pub struct Check {
     required: bool,
 }
 
-/// An increment, from [`Kv::incr`]: give it an [`Incr::ttl`] or [`Incr::forever`].
+/// An increment, from [`Kv::incr`], with its expiry.
 ///
 /// ```
+/// # use queen_sdk::Ttl;
 /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
 /// let body = client.transaction().kv(|k| k.incr("stats", "orders", 2, Ttl::Forever)).to_body()?;
 /// assert_eq!(body["kv"][0]["delta"], 2);
@@ -250,7 +252,8 @@ pub struct Incr {
 }
 
 impl Kv {
-    /// Writes `value` (give it a [`Put::ttl`] or [`Put::forever`]).
+    /// Writes `value`; the row lapses after `ttl` ([`Ttl::Forever`]: never; a
+    /// [`Duration`](std::time::Duration) converts, rounded up to whole seconds).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -305,7 +308,7 @@ impl Kv {
     /// claim("worker-a").commit().await?.committed().unwrap();
     /// let lost = claim("worker-b").commit().await?.committed().unwrap();
     /// let r = lost.kv().next().unwrap();
-    /// assert_eq!((r.applied, r.reason.as_deref()), (Some(false), Some("exists")));
+    /// assert_eq!((r.applied, r.reason.clone()), (Some(false), Some(queen_sdk::KvReason::Exists)));
     /// assert_eq!(r.value, Some(serde_json::json!("worker-a")));
     /// # broker.shutdown().await;
     /// # Ok(())
@@ -336,7 +339,7 @@ impl Kv {
     /// # let client = queen_sdk::Client::new(broker.url())?;
     /// let c = client.transaction().kv(|k| k.delete("carts", "c-1")).commit().await?.committed().unwrap();
     /// let r = c.kv().next().unwrap();
-    /// assert_eq!((r.applied, r.reason.as_deref()), (Some(false), Some("absent")));
+    /// assert_eq!((r.applied, r.reason.clone()), (Some(false), Some(queen_sdk::KvReason::Absent)));
     /// # broker.shutdown().await;
     /// # Ok(())
     /// # }
@@ -387,6 +390,7 @@ impl Kv {
     /// the new number. Bound it with [`Incr::min`] and [`Incr::max`].
     ///
     /// ```
+    /// # use queen_sdk::Ttl;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> anyhow::Result<()> {
     /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
@@ -589,6 +593,7 @@ impl Incr {
     /// # Ok(())
     /// # }
     /// ```
+    /// # use queen_sdk::Ttl;
     pub fn max(mut self, max: i64) -> Self {
         self.max = Some(max);
         self

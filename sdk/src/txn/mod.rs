@@ -19,10 +19,12 @@
 //!     Commit::Committed(c) => println!("receipt {}", c.pushes().next().unwrap().message_id),
 //!     // Already paid: the step's ack rolled back with it, so ack the message on its
 //!     // own, or it comes back at every lease expiry (`Client::worker` does this for you).
-//!     Commit::Gated { kv_reason, .. } => {
-//!         println!("already paid ({kv_reason})");
+//!     Commit::Gated { gate, .. } if gate.already_done() => {
+//!         println!("already paid ({gate})");
 //!         client.ack(&msg, AckStatus::Completed).await?;
 //!     }
+//!     // Another gate refused it: nothing was written, and it was not done.
+//!     Commit::Gated { gate, .. } => println!("refused: {gate}"),
 //! }
 //! # Ok(()) }
 //! ```
@@ -119,6 +121,7 @@ impl Client {
     /// Starts a transaction; see [`TransactionBuilder`].
     ///
     /// ```
+    /// # use queen_sdk::Ttl;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> anyhow::Result<()> {
     /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
@@ -233,9 +236,10 @@ impl TransactionBuilder {
     }
 
     /// Adds one KV operation built by `f` from [`Kv`] (any operation's builder: it
-    /// converts into a [`KvOp`]). A write needs exactly one expiry (`.ttl(..)` or
-    /// `.forever()` on [`Put`](crate::Put), [`PutIfAbsent`](crate::PutIfAbsent) and
-    /// [`Incr`](crate::Incr)); a key may be written once per transaction.
+    /// converts into a [`KvOp`]). A write takes its expiry as an argument ([`Ttl`]); a
+    /// key may be written once per transaction. A `required` operation is a gate: if it
+    /// does not apply, the step answers [`Commit::Gated`] (kind
+    /// [`GateKind::Condition`]) and writes nothing.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -281,7 +285,7 @@ impl TransactionBuilder {
     ///     .push("invoices", |p| p.payload(&"order-7"));
     /// assert!(step.clone().commit().await?.is_committed());
     /// match step.commit().await? {
-    ///     Commit::Gated { kv_reason, .. } => assert_eq!(kv_reason, "exists"), // already done
+    ///     Commit::Gated { gate, .. } => assert!(gate.already_done()), // the marker exists
     ///     Commit::Committed(_) => panic!("the marker was set"),
     /// }
     /// # broker.shutdown().await;
@@ -408,6 +412,7 @@ impl TransactionBuilder {
     /// idempotent by construction (no fenced ack, no deterministic push, no gate).
     ///
     /// ```
+    /// # use queen_sdk::Ttl;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> anyhow::Result<()> {
     /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;

@@ -264,6 +264,7 @@ pub struct PositionResult {
 /// positions.
 ///
 /// ```
+/// # use queen_sdk::Ttl;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> anyhow::Result<()> {
 /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
@@ -556,6 +557,7 @@ impl Committed {
     /// they are read.
     ///
     /// ```
+    /// # use queen_sdk::Ttl;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> anyhow::Result<()> {
     /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
@@ -628,6 +630,7 @@ impl Committed {
     /// The KV results, in order.
     ///
     /// ```
+    /// # use queen_sdk::Ttl;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> anyhow::Result<()> {
     /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;

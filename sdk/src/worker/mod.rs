@@ -94,7 +94,7 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 ///     },
 ///     async { stopped.await.ok(); }, // or tokio::signal::ctrl_c(), a CancellationToken's cancelled()...
 /// ));
-/// # broker.wait_for(Duration::from_secs(10), |i| Ok(i.messages("receipts", queen_sdk::DEFAULT_PARTITION)?.len() == 1)).await?;
+/// # broker.wait_for("the receipt", Duration::from_secs(10), |i| Ok(i.messages("receipts", queen_sdk::DEFAULT_PARTITION)?.len() == 1)).await?;
 /// stop.send(()).ok();
 /// let summary = running.await??;
 /// assert_eq!((summary.processed, summary.committed), (1, 1));
