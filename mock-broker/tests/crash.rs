@@ -294,7 +294,7 @@ fn step(client: &Client, msgs: &[Message<Value>], a: &Attempt) -> TransactionBui
         t = t.push(OUTPUT, |p| p.partition(part.as_str()).payload(&payload));
     }
     let row = json!({"tag": a.tag, "inputs": a.inputs});
-    t.kv(|k| k.put(NS, &a.tag, &row).forever())
+    t.kv(|k| k.put(NS, &a.tag, &row, queen_sdk::Ttl::Forever))
         .timer(TIMERS, |tm| {
             tm.key(a.tag.as_str())
                 .after(Duration::from_secs(86_400))
@@ -375,13 +375,13 @@ async fn worker(id: usize, shared: Arc<Shared>, seed: u64) {
                         .insert(a.tag.clone());
                     break Verdict::Committed;
                 }
-                Ok(Commit::Gated { kv_reason, .. }) => {
+                Ok(Commit::Gated { gate, .. }) => {
                     shared
                         .log
                         .lock()
                         .unwrap()
                         .unexpected
-                        .push(format!("{}: gated ({kv_reason}) without a gate", a.tag));
+                        .push(format!("{}: gated ({gate}) without a gate", a.tag));
                     break Verdict::RolledBack {
                         after_lost_answer: lost_before,
                     };

@@ -9,7 +9,7 @@
 //! let stored = client
 //!     .configure("orders", QueueOptions::new().lease_time(Duration::from_secs(30)).retry_limit(5))
 //!     .await?;
-//! assert_eq!(stored.options.lease_time, Some(30));
+//! assert_eq!(stored.options.lease_time, Some(Duration::from_secs(30)));
 //!
 //! let page = client.dlq::<serde_json::Value>(DlqQuery::queue("orders").limit(20)).await?;
 //! for dead in &page.messages {
@@ -32,13 +32,18 @@ use crate::json::render;
 use crate::message::decode;
 use crate::validate;
 
-/// A queue's options (`wire.md` section 2). Every field is optional: an absent one keeps
-/// the queue's current value on [`Client::configure`] (unless [`QueueOptions::replace`]
-/// is set), and the broker answers every option with its stored value.
+/// The options to set on a queue ([`Client::configure`], `wire.md` section 2): a builder
+/// in which every option is optional. An option not set keeps the queue's current value
+/// (unless [`QueueOptions::replace`] resets it to its default). What the broker stores
+/// comes back as [`QueueSettings`].
 ///
 /// Times are whole seconds on the wire; the setters take [`Duration`]s and round up.
 ///
 /// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
 /// use std::time::Duration;
 /// use queen_sdk::QueueOptions;
 /// let opts = QueueOptions::new()
@@ -46,47 +51,102 @@ use crate::validate;
 ///     .retry_limit(5)
 ///     .dead_letter_queue(true)
 ///     .dedup_window(Duration::from_secs(600));
-/// assert_eq!(opts.lease_time, Some(60));
-/// // Or as a struct literal:
-/// let same = QueueOptions { lease_time: Some(60), retry_limit: Some(5), ..Default::default() };
-/// assert_eq!(same.retry_limit, opts.retry_limit);
+/// let stored = client.configure("orders", opts).await?.options;
+/// assert_eq!(stored.lease_time, Some(Duration::from_secs(60)));
+/// assert_eq!(stored.retry_limit, Some(5));
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[must_use]
 pub struct QueueOptions {
-    /// Seconds a popped batch stays leased (broker default 300).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_time: Option<u64>,
+    wire: OptionsWire,
+    replace: bool,
+}
+
+/// A queue's options as the broker stores them: what [`Client::configure`] and the
+/// operator reads answer. Times are [`Duration`]s (whole seconds on the wire); an option
+/// the broker did not report is `None`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use std::time::Duration;
+/// use queen_sdk::{QueueOptions, QueueSettings};
+/// let stored: QueueSettings = client.configure("orders", QueueOptions::new()).await?.options;
+/// assert_eq!(stored.lease_time, Some(Duration::from_secs(300))); // the broker's default
+/// assert_eq!(stored.retry_limit, Some(3));
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(from = "OptionsWire")]
+#[non_exhaustive]
+pub struct QueueSettings {
+    /// How long a popped batch stays leased (broker default 300 s).
+    pub lease_time: Option<Duration>,
     /// `failed` acks a message may take and still be redelivered (default 3).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_limit: Option<u32>,
     /// `false`: an exhausted or `dlq` message is dropped instead (default `true`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_letter_queue: Option<bool>,
-    /// Seconds a new message stays invisible (default 0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delayed_processing: Option<u64>,
-    /// Seconds a `(partition, transactionId)` is remembered for deduplication; 0 turns
-    /// it off (default 3600).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dedup_window_seconds: Option<u64>,
-    /// Seconds messages are kept; 0 keeps them forever (default 0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retention_seconds: Option<u64>,
+    /// How long a new message stays invisible (default 0).
+    pub delayed_processing: Option<Duration>,
+    /// How long a `(partition, transactionId)` is remembered for deduplication; zero
+    /// turns it off (default 3600 s).
+    pub dedup_window: Option<Duration>,
+    /// How long messages are kept; zero keeps them forever (default 0).
+    pub retention: Option<Duration>,
     /// The queue's namespace (used by `GET /api/v1/pop?namespace=`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// The queue's task (used by `GET /api/v1/pop?task=`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
     /// Other options of the protocol (`priority`, `retryDelay`, `ttl`, ...), by wire
-    /// name: sent as given and answered with their stored values.
-    #[serde(flatten)]
+    /// name, with their stored values.
     pub extra: Map<String, Value>,
-    /// Reset every option not sent to its default (`mode: "replace"`) instead of
-    /// merging. Never on the wire as an option.
-    #[serde(skip)]
-    pub replace: bool,
+}
+
+/// The options on the wire: what a configure sends and what the broker answers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OptionsWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lease_time: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retry_limit: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dead_letter_queue: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    delayed_processing: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dedup_window_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retention_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    task: Option<String>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+impl From<OptionsWire> for QueueSettings {
+    fn from(w: OptionsWire) -> QueueSettings {
+        QueueSettings {
+            lease_time: w.lease_time.map(Duration::from_secs),
+            retry_limit: w.retry_limit,
+            dead_letter_queue: w.dead_letter_queue,
+            delayed_processing: w.delayed_processing.map(Duration::from_secs),
+            dedup_window: w.dedup_window_seconds.map(Duration::from_secs),
+            retention: w.retention_seconds.map(Duration::from_secs),
+            namespace: w.namespace,
+            task: w.task,
+            extra: w.extra,
+        }
+    }
 }
 
 fn secs(d: Duration) -> u64 {
@@ -103,7 +163,7 @@ impl QueueOptions {
     /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use queen_sdk::QueueOptions;
     /// let cfg = client.configure("orders", QueueOptions::new()).await?;
-    /// assert_eq!(cfg.options.lease_time, Some(300)); // the broker's default
+    /// assert_eq!(cfg.options.lease_time, Some(std::time::Duration::from_secs(300))); // the broker's default
     /// # broker.shutdown().await;
     /// # Ok(())
     /// # }
@@ -115,13 +175,21 @@ impl QueueOptions {
     /// How long a popped batch stays leased (rounded up to whole seconds).
     ///
     /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use std::time::Duration;
     /// use queen_sdk::QueueOptions;
-    ///
-    /// assert_eq!(QueueOptions::new().lease_time(Duration::from_millis(1500)).lease_time, Some(2));
+    /// let opts = QueueOptions::new().lease_time(Duration::from_millis(1500));
+    /// let stored = client.configure("orders", opts).await?.options;
+    /// assert_eq!(stored.lease_time, Some(Duration::from_secs(2)));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn lease_time(mut self, d: Duration) -> Self {
-        self.lease_time = Some(secs(d));
+        self.wire.lease_time = Some(secs(d));
         self
     }
 
@@ -144,18 +212,26 @@ impl QueueOptions {
     /// # }
     /// ```
     pub fn retry_limit(mut self, n: u32) -> Self {
-        self.retry_limit = Some(n);
+        self.wire.retry_limit = Some(n);
         self
     }
 
     /// Dead-letter (`true`) or drop (`false`) exhausted and `dlq` messages.
     ///
     /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use queen_sdk::QueueOptions;
-    /// assert_eq!(QueueOptions::new().dead_letter_queue(false).dead_letter_queue, Some(false));
+    /// let stored = client.configure("orders", QueueOptions::new().dead_letter_queue(false)).await?.options;
+    /// assert_eq!(stored.dead_letter_queue, Some(false));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn dead_letter_queue(mut self, on: bool) -> Self {
-        self.dead_letter_queue = Some(on);
+        self.wire.dead_letter_queue = Some(on);
         self
     }
 
@@ -176,7 +252,7 @@ impl QueueOptions {
     /// # }
     /// ```
     pub fn delayed_processing(mut self, d: Duration) -> Self {
-        self.delayed_processing = Some(secs(d));
+        self.wire.delayed_processing = Some(secs(d));
         self
     }
 
@@ -198,21 +274,28 @@ impl QueueOptions {
     /// # }
     /// ```
     pub fn dedup_window(mut self, d: Duration) -> Self {
-        self.dedup_window_seconds = Some(secs(d));
+        self.wire.dedup_window_seconds = Some(secs(d));
         self
     }
 
     /// How long messages are kept; zero keeps them forever.
     ///
     /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use std::time::Duration;
     /// use queen_sdk::QueueOptions;
-    ///
     /// let week = QueueOptions::new().retention(Duration::from_secs(7 * 86_400));
-    /// assert_eq!(week.retention_seconds, Some(604_800));
+    /// let stored = client.configure("orders", week).await?.options;
+    /// assert_eq!(stored.retention, Some(Duration::from_secs(604_800)));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn retention(mut self, d: Duration) -> Self {
-        self.retention_seconds = Some(secs(d));
+        self.wire.retention_seconds = Some(secs(d));
         self
     }
 
@@ -231,7 +314,7 @@ impl QueueOptions {
     /// # }
     /// ```
     pub fn namespace(mut self, ns: impl Into<String>) -> Self {
-        self.namespace = Some(ns.into());
+        self.wire.namespace = Some(ns.into());
         self
     }
 
@@ -250,7 +333,7 @@ impl QueueOptions {
     /// # }
     /// ```
     pub fn task(mut self, task: impl Into<String>) -> Self {
-        self.task = Some(task.into());
+        self.wire.task = Some(task.into());
         self
     }
 
@@ -269,7 +352,7 @@ impl QueueOptions {
     /// # }
     /// ```
     pub fn option(mut self, name: impl Into<String>, value: impl Into<Value>) -> Self {
-        self.extra.insert(name.into(), value.into());
+        self.wire.extra.insert(name.into(), value.into());
         self
     }
 
@@ -307,7 +390,7 @@ impl QueueOptions {
 /// let cfg: QueueConfig = client.configure("orders", QueueOptions::new().retry_limit(5)).await?;
 /// assert_eq!(cfg.queue, "orders");
 /// assert_eq!(cfg.options.retry_limit, Some(5));
-/// assert_eq!(cfg.options.dedup_window_seconds, Some(3600)); // unchanged options too
+/// assert_eq!(cfg.options.dedup_window, Some(std::time::Duration::from_secs(3600))); // unchanged options too
 /// # broker.shutdown().await;
 /// # Ok(())
 /// # }
@@ -317,7 +400,7 @@ pub struct QueueConfig {
     /// The queue.
     pub queue: String,
     /// Every stored option, `namespace` and `task` included.
-    pub options: QueueOptions,
+    pub options: QueueSettings,
 }
 
 /// The broker's health (`GET /health`).
@@ -567,7 +650,7 @@ impl Client {
     /// let cfg = client
     ///     .configure("orders", QueueOptions::new().lease_time(Duration::from_secs(30)))
     ///     .await?;
-    /// assert_eq!(cfg.options.lease_time, Some(30));
+    /// assert_eq!(cfg.options.lease_time, Some(std::time::Duration::from_secs(30)));
     /// assert_eq!(cfg.options.retry_limit, Some(3)); // the broker's default, echoed
     /// # broker.shutdown().await;
     /// # Ok(())
@@ -578,13 +661,13 @@ impl Client {
         const V0_DEFAULT_LEASE_SECONDS: u64 = 300;
         validate::name("configure", queue)?;
         let mut body = json!({ "queue": queue });
-        if let Some(ns) = &options.namespace {
+        if let Some(ns) = &options.wire.namespace {
             body["namespace"] = ns.clone().into();
         }
-        if let Some(t) = &options.task {
+        if let Some(t) = &options.wire.task {
             body["task"] = t.clone().into();
         }
-        let mut wire = serde_json::to_value(&options)?;
+        let mut wire = serde_json::to_value(&options.wire)?;
         if let Some(m) = wire.as_object_mut() {
             m.remove("namespace");
             m.remove("task");
@@ -607,8 +690,8 @@ impl Client {
         // sent to its default, so the same call with one of its defaults stated asks for
         // exactly what the first one did, and is answered.
         if sets_nothing
-            && options.namespace.is_none()
-            && options.task.is_none()
+            && options.wire.namespace.is_none()
+            && options.wire.task.is_none()
             && b.get("error")
                 .and_then(Value::as_str)
                 .is_some_and(|e| e.contains("cannot use value() with null"))
@@ -627,7 +710,7 @@ impl Client {
                 retry_after: None,
             });
         }
-        let mut stored: QueueOptions =
+        let mut stored: QueueSettings =
             serde_json::from_value(b.get("options").cloned().unwrap_or_else(|| json!({})))
                 .map_err(|e| Error::Decode {
                     message: format!("configure answer: {e}"),

@@ -112,7 +112,9 @@ mod txn;
 mod validate;
 mod worker;
 
-pub use admin::{DeadLetter, DlqPage, DlqQuery, Health, QueueConfig, QueueOptions, SeekTo};
+pub use admin::{
+    DeadLetter, DlqPage, DlqQuery, Health, QueueConfig, QueueOptions, QueueSettings, SeekTo,
+};
 pub use auth::{TokenError, TokenFuture, TokenProvider};
 pub use client::{Client, ClientBuilder};
 pub use consume::{Consume, Deliveries, Delivery, StartAt, Undecodable};

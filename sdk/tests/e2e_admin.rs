@@ -48,13 +48,13 @@ async fn configure_answers_the_stored_options_and_merges() {
         .await
         .unwrap();
     assert_eq!(cfg.queue, "jobs");
-    assert_eq!(cfg.options.lease_time, Some(10));
-    assert_eq!(cfg.options.dedup_window_seconds, Some(600));
+    assert_eq!(cfg.options.lease_time, Some(Duration::from_secs(10)));
+    assert_eq!(cfg.options.dedup_window, Some(Duration::from_secs(600)));
     assert_eq!(cfg.options.namespace.as_deref(), Some("billing"));
     // Every option comes back with its value: the defaults are echoed.
     assert_eq!(cfg.options.retry_limit, Some(3));
     assert_eq!(cfg.options.dead_letter_queue, Some(true));
-    assert_eq!(cfg.options.retention_seconds, Some(0));
+    assert_eq!(cfg.options.retention, Some(Duration::from_secs(0)));
     assert_eq!(cfg.options.extra.get("priority"), Some(&json!(4)));
 
     // A second configure merges: the lease time is kept.
@@ -62,7 +62,7 @@ async fn configure_answers_the_stored_options_and_merges() {
         .configure("jobs", QueueOptions::new().retry_limit(5))
         .await
         .unwrap();
-    assert_eq!(cfg.options.lease_time, Some(10));
+    assert_eq!(cfg.options.lease_time, Some(Duration::from_secs(10)));
     assert_eq!(cfg.options.retry_limit, Some(5));
 
     // Replace resets what is not sent.
@@ -70,23 +70,36 @@ async fn configure_answers_the_stored_options_and_merges() {
         .configure("jobs", QueueOptions::new().retry_limit(1).replace())
         .await
         .unwrap();
-    assert_eq!(cfg.options.lease_time, Some(300));
+    assert_eq!(cfg.options.lease_time, Some(Duration::from_secs(300)));
     assert_eq!(cfg.options.retry_limit, Some(1));
 }
 
-#[test]
-fn queue_options_read_as_the_protocol_crate_reads_them() {
-    let ours = QueueOptions {
-        lease_time: Some(30),
-        retry_limit: Some(2),
-        dead_letter_queue: Some(false),
-        delayed_processing: Some(5),
-        dedup_window_seconds: Some(60),
-        retention_seconds: Some(86_400),
-        ..Default::default()
-    };
+#[tokio::test]
+async fn queue_options_are_sent_as_the_protocol_crate_reads_them() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/v1/configure"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"queue": "q", "options": {}})),
+        )
+        .mount(&server)
+        .await;
+    let client = Client::new(server.uri()).unwrap();
+    let ours = QueueOptions::new()
+        .lease_time(Duration::from_secs(30))
+        .retry_limit(2)
+        .dead_letter_queue(false)
+        .delayed_processing(Duration::from_secs(5))
+        .dedup_window(Duration::from_secs(60))
+        .retention(Duration::from_secs(86_400));
+    client.configure("q", ours).await.unwrap();
+    let sent: Value = server.received_requests().await.unwrap()[0]
+        .body_json()
+        .unwrap();
     let theirs: queen_protocol::QueueOptions =
-        serde_json::from_value(serde_json::to_value(&ours).unwrap()).unwrap();
+        serde_json::from_value(sent["options"].clone()).unwrap();
     assert_eq!(theirs.lease_time, Some(30));
     assert_eq!(theirs.retry_limit, Some(2));
     assert_eq!(theirs.dead_letter_queue, Some(false));

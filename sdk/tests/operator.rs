@@ -737,7 +737,7 @@ async fn answers_shaped_by_another_broker_still_decode() {
         (q.partitions[0].id.as_str(), q.partitions[0].first_offset),
         ("42", None)
     );
-    assert_eq!(q.config, QueueOptions::default());
+    assert_eq!(q.config, queen_sdk::QueueSettings::default());
 
     let d = client
         .message::<serde_json::Value>("42", "t-1")

@@ -356,7 +356,7 @@ async fn configure_with_nothing_set_sends_no_options_and_rides_out_v0s_answer() 
     let client = client(&server);
     let cfg = client.configure(QUEUE, QueueOptions::new()).await.unwrap();
     assert_eq!(cfg.queue, QUEUE);
-    assert_eq!(cfg.options.lease_time, Some(300));
+    assert_eq!(cfg.options.lease_time, Some(Duration::from_secs(300)));
     assert_eq!(cfg.options.retry_limit, Some(3));
     let reqs = server.received_requests().await.unwrap();
     let bodies: Vec<Value> = reqs
@@ -390,7 +390,7 @@ async fn configure_with_an_option_is_one_call() {
         )
         .await
         .unwrap();
-    assert_eq!(cfg.options.lease_time, Some(300));
+    assert_eq!(cfg.options.lease_time, Some(Duration::from_secs(300)));
     assert_eq!(cfg.options.namespace.as_deref(), Some(""));
     let reqs = server.received_requests().await.unwrap();
     assert_eq!(reqs.len(), 1);

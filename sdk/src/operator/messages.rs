@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::de;
-use crate::QueueOptions;
+use crate::QueueSettings;
 use crate::client::{Client, Opts, Replay};
 use crate::error::{Error, Result};
 use crate::validate;
@@ -177,7 +177,7 @@ pub struct MessageDetail<T = Value> {
     pub retry_count: u64,
     /// Its queue's options.
     #[serde(default)]
-    pub queue_config: Option<QueueOptions>,
+    pub queue_config: Option<QueueSettings>,
     /// Where it stands for each group with a cursor on its partition.
     #[serde(default)]
     pub consumer_groups: Vec<MessageGroup>,

@@ -5,7 +5,7 @@ use hyper::Method;
 use serde::Deserialize;
 
 use super::de;
-use crate::QueueOptions;
+use crate::QueueSettings;
 use crate::client::{Client, Opts};
 use crate::error::{Error, Result};
 use crate::validate;
@@ -181,7 +181,7 @@ pub struct QueueDetail {
     pub created_at: Option<String>,
     /// Its stored options (every option, with its value).
     #[serde(default)]
-    pub config: QueueOptions,
+    pub config: QueueSettings,
     /// Its messages by state, over every partition.
     #[serde(default)]
     pub totals: MessageCounts,
