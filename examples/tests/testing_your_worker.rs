@@ -23,9 +23,8 @@ fn pay(event: &Delivery<OrderPaid>, step: TransactionBuilder) -> TransactionBuil
             .payload(&json!({"orderId": order}))
     })
     .once("paid", format!("{order}-paid"), Ttl::days(1))
-    .timer("reminders", |t| {
-        t.key(order)
-            .after(Duration::from_secs(86_400))
+    .timer("reminders", order, |t| {
+        t.after(Duration::from_secs(86_400))
             .payload(&json!({"orderId": order}))
     })
 }

@@ -295,10 +295,8 @@ fn step(client: &Client, msgs: &[Message<Value>], a: &Attempt) -> TransactionBui
     }
     let row = json!({"tag": a.tag, "inputs": a.inputs});
     t.kv(|k| k.put(NS, &a.tag, &row, queen_sdk::Ttl::Forever))
-        .timer(TIMERS, |tm| {
-            tm.key(a.tag.as_str())
-                .after(Duration::from_secs(86_400))
-                .payload(&a.tag)
+        .timer(TIMERS, a.tag.as_str(), |tm| {
+            tm.after(Duration::from_secs(86_400)).payload(&a.tag)
         })
         .position(
             MARKS_QUEUE,

@@ -56,7 +56,7 @@
 //!                     }) // its transactionId is derived from the acked message
 //!                     .kv(|k| k.put("orders", &order.order_id, &serde_json::json!({"status": "paid"}), Ttl::days(30)))
 //!                     .once("paid", format!("{}-paid", order.order_id), Ttl::days(1))
-//!                     .timer("reminders", |t| t.key(&order.order_id).after(Duration::from_secs(86_400)).payload(&order.order_id));
+//!                     .timer("reminders", &order.order_id, |t| t.after(Duration::from_secs(86_400)).payload(&order.order_id));
 //!                 Ok::<_, std::convert::Infallible>(step)
 //!             },
 //!             async { tokio::signal::ctrl_c().await.ok(); }, // Ctrl-C drains
@@ -135,11 +135,11 @@ pub use operator::{
     QueueDetail, QueueSummary,
 };
 pub use retry::RetryPolicy;
-pub use timers::{PendingTimer, Timer, TimerAction, TimerPage, Timers};
+pub use timers::{CancelTimer, PendingTimer, Timer, TimerOp, TimerPage, TimerStart, Timers};
 pub use transport::{TransportError, TransportErrorKind};
 pub use txn::{
     AckResult, Commit, Committed, Gate, GateKind, KvReason, KvResult, PositionResult, Push,
-    PushResult, StepResult, TimerResult, TransactionBuilder, Ttl,
+    PushResult, StepResult, TimerResult, TimerStatus, TransactionBuilder, Ttl,
 };
 pub use worker::{ErrorKind, Outcome, Stopped, Summary, Worker, WorkerError, WorkerErrorKind};
 

@@ -197,7 +197,7 @@ fn parse_result(v: &Value) -> TimerResult {
     TimerResult {
         index: v.get("index").and_then(Value::as_u64).unwrap_or(0) as usize,
         op_index: 0,
-        status: s("status").unwrap_or_default(),
+        status: crate::TimerStatus::parse(&s("status").unwrap_or_default()),
         ok: v.get("ok").and_then(Value::as_bool).unwrap_or(false),
         queue: s("queue").unwrap_or_default(),
         timer_key: s("timerKey").unwrap_or_default(),
@@ -213,13 +213,9 @@ impl Timers {
         queue: &str,
         key: &str,
         action: TimerAction,
-        f: impl FnOnce(Timer) -> Timer,
+        f: impl FnOnce(TimerStart) -> Timer,
     ) -> Result<TimerResult> {
-        let mut t = f(Timer {
-            queue: queue.to_string(),
-            key: key.to_string(),
-            ..Default::default()
-        });
+        let mut t = f(TimerStart::new(queue.to_string(), key.to_string())).spec;
         t.action = action;
         if let Some(Ok(p)) = &t.payload
             && p.len() > MAX_TIMER_PAYLOAD_BYTES
@@ -254,8 +250,8 @@ impl Timers {
             })
     }
 
-    /// Schedules the timer `queue/key`, configured by `f` (give it
-    /// [`Timer::after`] or [`Timer::at`]); a pending timer of the key is replaced
+    /// Schedules the timer `queue/key`, configured by `f` (which says when it fires:
+    /// [`TimerStart::after`] or [`TimerStart::at`]); a pending timer of the key is replaced
     /// (`status: "rescheduled"`).
     ///
     /// ```
@@ -269,7 +265,7 @@ impl Timers {
     ///     .schedule("reminders", "order-7", |t| t.after(Duration::from_secs(60)).payload(&"ping"))
     ///     .await?;
     /// assert!(r.ok);
-    /// assert_eq!(r.status, "scheduled");
+    /// assert_eq!(r.status, queen_sdk::TimerStatus::Scheduled);
     /// # broker.shutdown().await;
     /// # Ok(())
     /// # }
@@ -278,7 +274,7 @@ impl Timers {
         &self,
         queue: &str,
         key: &str,
-        f: impl FnOnce(Timer) -> Timer,
+        f: impl FnOnce(TimerStart) -> Timer,
     ) -> Result<TimerResult> {
         self.set(queue, key, TimerAction::Schedule, f).await
     }
@@ -295,7 +291,7 @@ impl Timers {
     /// let timers = client.timers();
     /// timers.schedule("reminders", "o-7", |t| t.after(Duration::from_secs(60))).await?;
     /// let r = timers.reschedule("reminders", "o-7", |t| t.after(Duration::from_secs(600))).await?;
-    /// assert_eq!(r.status, "rescheduled");
+    /// assert_eq!(r.status, queen_sdk::TimerStatus::Rescheduled);
     /// # broker.shutdown().await;
     /// # Ok(())
     /// # }
@@ -304,7 +300,7 @@ impl Timers {
         &self,
         queue: &str,
         key: &str,
-        f: impl FnOnce(Timer) -> Timer,
+        f: impl FnOnce(TimerStart) -> Timer,
     ) -> Result<TimerResult> {
         self.set(queue, key, TimerAction::Reschedule, f).await
     }
@@ -324,20 +320,17 @@ impl Timers {
     /// let timers = client.timers();
     /// timers.schedule("reminders", "o-7", |t| t.after(Duration::from_secs(60))).await?;
     /// let r = timers.cancel("reminders", "o-7").await?;
-    /// assert_eq!((r.ok, r.status.as_str()), (true, "cancelled"));
+    /// assert_eq!((r.ok, r.status), (true, queen_sdk::TimerStatus::Cancelled));
     /// let again = timers.cancel("reminders", "o-7").await?;
-    /// assert_eq!((again.ok, again.status.as_str()), (false, "absent"));
+    /// assert_eq!((again.ok, again.status), (false, queen_sdk::TimerStatus::Absent));
     /// # broker.shutdown().await;
     /// # Ok(())
     /// # }
     /// ```
     pub async fn cancel(&self, queue: &str, key: &str) -> Result<TimerResult> {
-        let t = Timer {
-            queue: queue.to_string(),
-            key: key.to_string(),
-            action: TimerAction::Cancel,
-            ..Default::default()
-        };
+        let t = TimerStart::new(queue.to_string(), key.to_string())
+            .cancel()
+            .spec;
         let op = t.checked_wire("timer", None)?;
         self.send(op, Replay::Safe).await
     }
@@ -431,23 +424,9 @@ impl Timers {
     }
 }
 
-/// What a timer operation does. Set it with [`Timer::schedule`], [`Timer::reschedule`]
-/// or [`Timer::cancel`].
-///
-/// ```
-/// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
-/// use std::time::Duration;
-/// let body = client
-///     .transaction()
-///     .timer("reminders", |t| t.key("o-7").cancel())
-///     .timer("reminders", |t| t.key("o-8").reschedule().after(Duration::from_secs(60)))
-///     .to_body()?;
-/// assert_eq!(body["timers"][0]["op"], "cancel");
-/// assert_eq!(body["timers"][1]["op"], "reschedule");
-/// # Ok::<(), queen_sdk::Error>(())
-/// ```
+/// What a timer operation does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TimerAction {
+pub(crate) enum TimerAction {
     /// Set it, replacing a pending timer of the key.
     #[default]
     Schedule,
@@ -457,68 +436,69 @@ pub enum TimerAction {
     Cancel,
 }
 
-/// One timer operation. Configure it in [`crate::TransactionBuilder::timer`] or with the
-/// standalone [`crate::Timers`].
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> anyhow::Result<()> {
-/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
-/// # let client = queen_sdk::Client::new(broker.url())?;
-/// use std::time::Duration;
-/// let c = client
-///     .transaction()
-///     .timer("reminders", |t| t.key("order-7").after(Duration::from_secs(3600)).payload(&"order-7"))
-///     .commit()
-///     .await?
-///     .committed()
-///     .unwrap();
-/// assert_eq!(c.timers().next().unwrap().timer_key, "order-7");
-/// # broker.shutdown().await;
-/// # Ok(())
-/// # }
-/// ```
+/// One timer operation as the SDK keeps it until it is sent.
 #[derive(Debug, Clone, Default)]
-#[must_use]
-pub struct Timer {
+pub(crate) struct TimerSpec {
     pub(crate) queue: String,
     pub(crate) key: String,
     pub(crate) action: TimerAction,
-    pub(crate) delay: Option<Result<Duration, String>>,
+    /// `None` for a cancellation.
+    pub(crate) delay: Option<Duration>,
     pub(crate) partition: Option<String>,
     pub(crate) txn: Option<String>,
     pub(crate) payload: Option<Result<Vec<u8>, String>>,
 }
 
-impl Timer {
-    /// The timer's key within its queue (required; at most 1,024 bytes).
-    ///
-    /// ```
-    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
-    /// use std::time::Duration;
-    /// let body = client.transaction().timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60))).to_body()?;
-    /// assert_eq!(body["timers"][0]["timerKey"], "o-7");
-    /// // Without a key, nothing is sent.
-    /// assert!(client.transaction().timer("reminders", |t| t.after(Duration::from_secs(60))).to_body().is_err());
-    /// # Ok::<(), queen_sdk::Error>(())
-    /// ```
-    pub fn key(mut self, key: impl Into<String>) -> Self {
-        self.key = key.into();
-        self
+/// The start of a timer operation, handed to the closure of
+/// [`TransactionBuilder::timer`](crate::TransactionBuilder::timer) and
+/// [`Timers::schedule`]: say when the timer fires ([`TimerStart::after`],
+/// [`TimerStart::at`]), which answers the [`Timer`] to configure, or cancel it
+/// ([`TimerStart::cancel`]). A timer without a time does not compile:
+///
+/// ```compile_fail,E0277
+/// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+/// // No `.after(..)` or `.at(..)`: a TimerStart is no timer operation.
+/// let step = client.transaction().timer("reminders", "o-7", |t| t);
+/// # Ok::<(), queen_sdk::Error>(())
+/// ```
+///
+/// ```compile_fail,E0599
+/// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+/// // A payload is set on the timer a time made, not before.
+/// let step = client.transaction().timer("reminders", "o-7", |t| t.payload(&"o-7"));
+/// # Ok::<(), queen_sdk::Error>(())
+/// ```
+#[derive(Debug)]
+#[must_use]
+pub struct TimerStart {
+    spec: TimerSpec,
+}
+
+impl TimerStart {
+    pub(crate) fn new(queue: String, key: String) -> TimerStart {
+        TimerStart {
+            spec: TimerSpec {
+                queue,
+                key,
+                ..Default::default()
+            },
+        }
     }
 
-    /// Fires `delay` from the commit (sent in whole milliseconds).
+    /// Fires `delay` from the commit (sent in whole milliseconds), replacing a pending
+    /// timer of the key.
     ///
     /// ```
     /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
     /// use std::time::Duration;
-    /// let body = client.transaction().timer("reminders", |t| t.key("o-7").after(Duration::from_secs(90))).to_body()?;
+    /// let body = client.transaction().timer("reminders", "o-7", |t| t.after(Duration::from_secs(90))).to_body()?;
+    /// assert_eq!(body["timers"][0]["timerKey"], "o-7");
     /// assert_eq!(body["timers"][0]["delayMs"], 90_000);
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
-    pub fn after(mut self, delay: Duration) -> Self {
-        self.delay = Some(Ok(delay));
-        self
+    pub fn after(mut self, delay: Duration) -> Timer {
+        self.spec.delay = Some(delay);
+        Timer { spec: self.spec }
     }
 
     /// Fires at `at`: the delay from now by this machine's clock (a time in the past
@@ -528,15 +508,142 @@ impl Timer {
     /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
     /// use std::time::{Duration, SystemTime};
     /// let tomorrow = SystemTime::now() + Duration::from_secs(86_400);
-    /// let body = client.transaction().timer("reminders", |t| t.key("o-7").at(tomorrow)).to_body()?;
+    /// let body = client.transaction().timer("reminders", "o-7", |t| t.at(tomorrow)).to_body()?;
     /// assert!(body["timers"][0]["delayMs"].as_u64().unwrap() > 86_000_000);
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
-    pub fn at(mut self, at: SystemTime) -> Self {
-        self.delay = Some(Ok(at.duration_since(SystemTime::now()).unwrap_or_default()));
-        self
+    pub fn at(self, at: SystemTime) -> Timer {
+        self.after(at.duration_since(SystemTime::now()).unwrap_or_default())
     }
 
+    /// Cancels the pending timer of the key: `ok: false`, status
+    /// [`TimerStatus::Absent`](crate::TimerStatus::Absent) when none is pending.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// use queen_sdk::TimerStatus;
+    /// client.timers().schedule("reminders", "o-7", |t| t.after(Duration::from_secs(60))).await?;
+    /// let c = client.transaction().timer("reminders", "o-7", |t| t.cancel()).commit().await?.committed().unwrap();
+    /// assert_eq!(c.timers().next().unwrap().status, TimerStatus::Cancelled);
+    /// assert!(broker.inspect().timers("reminders")?.is_empty());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn cancel(mut self) -> CancelTimer {
+        self.spec.action = TimerAction::Cancel;
+        CancelTimer { spec: self.spec }
+    }
+}
+
+/// A timer that fires: when it fires is set ([`TimerStart::after`],
+/// [`TimerStart::at`]); its payload, partition and `txn` are optional.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> anyhow::Result<()> {
+/// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+/// # let client = queen_sdk::Client::new(broker.url())?;
+/// use std::time::Duration;
+/// let c = client
+///     .transaction()
+///     .timer("reminders", "order-7", |t| t.after(Duration::from_secs(3600)).payload(&"order-7"))
+///     .commit()
+///     .await?
+///     .committed()
+///     .unwrap();
+/// assert_eq!(c.timers().next().unwrap().timer_key, "order-7");
+/// # broker.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Timer {
+    spec: TimerSpec,
+}
+
+/// A cancellation of a pending timer, from [`TimerStart::cancel`].
+///
+/// ```
+/// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+/// let body = client.transaction().timer("reminders", "o-7", |t| t.cancel()).to_body()?;
+/// assert_eq!(body["timers"][0]["op"], "cancel");
+/// # Ok::<(), queen_sdk::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct CancelTimer {
+    spec: TimerSpec,
+}
+
+/// One timer operation of a transaction: a [`Timer`] to set or a [`CancelTimer`], what
+/// the closure of [`TransactionBuilder::timer`](crate::TransactionBuilder::timer)
+/// answers.
+///
+/// ```
+/// use std::time::Duration;
+/// use queen_sdk::TimerOp;
+/// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+/// let body = client
+///     .transaction()
+///     .timer("reminders", "o-7", |t| t.cancel())
+///     .timer("reminders", "o-8", |t| t.after(Duration::from_secs(60)).reschedule())
+///     .to_body()?;
+/// assert_eq!(body["timers"][0]["op"], "cancel");
+/// assert_eq!(body["timers"][1]["op"], "reschedule");
+/// # Ok::<(), queen_sdk::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum TimerOp {
+    /// Set a timer ([`TimerStart::after`], [`TimerStart::at`]).
+    Set(Timer),
+    /// Cancel one ([`TimerStart::cancel`]).
+    Cancel(CancelTimer),
+}
+
+impl From<Timer> for TimerOp {
+    fn from(t: Timer) -> TimerOp {
+        TimerOp::Set(t)
+    }
+}
+
+impl From<CancelTimer> for TimerOp {
+    fn from(t: CancelTimer) -> TimerOp {
+        TimerOp::Cancel(t)
+    }
+}
+
+impl TimerOp {
+    pub(crate) fn into_spec(self) -> TimerSpec {
+        match self {
+            TimerOp::Set(t) => t.spec,
+            TimerOp::Cancel(c) => c.spec,
+        }
+    }
+}
+
+impl CancelTimer {
+    /// A `txn` sent with the cancel (`wire.md`: optional), echoed in its result.
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// let body = client.transaction().timer("reminders", "o-7", |t| t.cancel().txn("cancel-o-7")).to_body()?;
+    /// assert_eq!(body["timers"][0]["txn"], "cancel-o-7");
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
+    pub fn txn(mut self, txn: impl Into<String>) -> Self {
+        self.spec.txn = Some(txn.into());
+        self
+    }
+}
+
+impl Timer {
     /// The partition of the message it pushes.
     ///
     /// ```
@@ -544,13 +651,13 @@ impl Timer {
     /// use std::time::Duration;
     /// let body = client
     ///     .transaction()
-    ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)).partition("customer-1"))
+    ///     .timer("reminders", "o-7", |t| t.after(Duration::from_secs(60)).partition("customer-1"))
     ///     .to_body()?;
     /// assert_eq!(body["timers"][0]["partition"], "customer-1");
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
     pub fn partition(mut self, p: impl Into<String>) -> Self {
-        self.partition = Some(p.into());
+        self.spec.partition = Some(p.into());
         self
     }
 
@@ -563,13 +670,13 @@ impl Timer {
     /// use std::time::Duration;
     /// let body = client
     ///     .transaction()
-    ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)).txn("reminder-o-7"))
+    ///     .timer("reminders", "o-7", |t| t.after(Duration::from_secs(60)).txn("reminder-o-7"))
     ///     .to_body()?;
     /// assert_eq!(body["timers"][0]["txn"], "reminder-o-7");
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
     pub fn txn(mut self, txn: impl Into<String>) -> Self {
-        self.txn = Some(txn.into());
+        self.spec.txn = Some(txn.into());
         self
     }
 
@@ -587,8 +694,8 @@ impl Timer {
     /// let reminder = serde_json::json!({"orderId": "o-7"});
     /// client
     ///     .transaction()
-    ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)).payload(&reminder))
-    ///     .timer("reminders", |t| t.key("o-8").after(Duration::from_secs(60)))
+    ///     .timer("reminders", "o-7", |t| t.after(Duration::from_secs(60)).payload(&reminder))
+    ///     .timer("reminders", "o-8", |t| t.after(Duration::from_secs(60)))
     ///     .commit()
     ///     .await?
     ///     .committed()
@@ -602,7 +709,7 @@ impl Timer {
     /// # }
     /// ```
     pub fn payload<T: Serialize + ?Sized>(mut self, payload: &T) -> Self {
-        self.payload = Some(serde_json::to_vec(payload).map_err(|e| e.to_string()));
+        self.spec.payload = Some(serde_json::to_vec(payload).map_err(|e| e.to_string()));
         self
     }
 
@@ -614,17 +721,19 @@ impl Timer {
     /// use std::time::Duration;
     /// let body = client
     ///     .transaction()
-    ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)).payload_bytes(b"{}".to_vec()))
+    ///     .timer("reminders", "o-7", |t| t.after(Duration::from_secs(60)).payload_bytes(b"{}".to_vec()))
     ///     .to_body()?;
     /// assert_eq!(body["timers"][0]["payload"], "e30="); // base64 of "{}"
     /// # Ok::<(), queen_sdk::Error>(())
     /// ```
     pub fn payload_bytes(mut self, bytes: impl Into<Vec<u8>>) -> Self {
-        self.payload = Some(Ok(bytes.into()));
+        self.spec.payload = Some(Ok(bytes.into()));
         self
     }
 
-    /// Schedule it (the default), replacing a pending timer of the key.
+    /// Sends it as a `reschedule` instead of a `schedule`: the same effect on a pending
+    /// timer of the key (replaced) and on an absent one (set), answered
+    /// [`TimerStatus::Rescheduled`](crate::TimerStatus::Rescheduled) or `Scheduled`.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -632,65 +741,51 @@ impl Timer {
     /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
     /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use std::time::Duration;
-    /// let set = |secs| client.transaction().timer("reminders", move |t| t.key("o-7").schedule().after(Duration::from_secs(secs)));
+    /// use queen_sdk::TimerStatus;
+    /// let set = |secs| client.transaction().timer("reminders", "o-7", move |t| t.after(Duration::from_secs(secs)).reschedule());
     /// let first = set(60).commit().await?.committed().unwrap();
     /// let again = set(120).commit().await?.committed().unwrap();
-    /// assert_eq!(first.timers().next().unwrap().status, "scheduled");
-    /// assert_eq!(again.timers().next().unwrap().status, "rescheduled");
-    /// # broker.shutdown().await;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn schedule(mut self) -> Self {
-        self.action = TimerAction::Schedule;
-        self
-    }
-
-    /// Reschedule it (scheduling it when absent).
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> anyhow::Result<()> {
-    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
-    /// # let client = queen_sdk::Client::new(broker.url())?;
-    /// use std::time::Duration;
-    /// let c = client
-    ///     .transaction()
-    ///     .timer("reminders", |t| t.key("o-7").reschedule().after(Duration::from_secs(60)))
-    ///     .commit()
-    ///     .await?
-    ///     .committed()
-    ///     .unwrap();
-    /// assert!(c.timers().next().unwrap().ok);
+    /// assert_eq!(first.timers().next().unwrap().status, TimerStatus::Scheduled);
+    /// assert_eq!(again.timers().next().unwrap().status, TimerStatus::Rescheduled);
     /// # broker.shutdown().await;
     /// # Ok(())
     /// # }
     /// ```
     pub fn reschedule(mut self) -> Self {
-        self.action = TimerAction::Reschedule;
+        self.spec.action = TimerAction::Reschedule;
         self
     }
+}
 
-    /// Cancel it (no delay or payload needed): `ok: false`, `status: "absent"` when no
-    /// timer of the key is pending.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> anyhow::Result<()> {
-    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
-    /// # let client = queen_sdk::Client::new(broker.url())?;
-    /// use std::time::Duration;
-    /// client.timers().schedule("reminders", "o-7", |t| t.after(Duration::from_secs(60))).await?;
-    /// let c = client.transaction().timer("reminders", |t| t.key("o-7").cancel()).commit().await?.committed().unwrap();
-    /// assert_eq!(c.timers().next().unwrap().status, "cancelled");
-    /// assert!(broker.inspect().timers("reminders")?.is_empty());
-    /// # broker.shutdown().await;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn cancel(mut self) -> Self {
-        self.action = TimerAction::Cancel;
-        self
+impl TimerSpec {
+    /// Checks the timer's own rules (queue, key, delay, payload) and renders it with
+    /// `txn`, for calls outside a transaction (the standalone timers handle).
+    pub(crate) fn checked_wire<'a>(
+        &'a self,
+        op: &(impl std::fmt::Display + ?Sized),
+        txn: Option<Cow<'a, str>>,
+    ) -> crate::Result<TimerWire<'a>> {
+        validate::name(op, &self.queue)?;
+        if self.key.is_empty() {
+            return Err(Error::invalid(op, "a timer key must not be empty"));
+        }
+        if self.key.len() > 1024 {
+            return Err(Error::invalid(op, "a timer key is at most 1,024 bytes"));
+        }
+        if let Some(p) = &self.partition {
+            validate::name(op, p)?;
+        }
+        if let Some(t) = &txn {
+            validate::transaction_id(op, t)?;
+        }
+        // A cancellation has no delay; a timer that fires always has one (its type).
+        let delay = self.delay.map_or(0, |d| d.as_millis() as u64);
+        let payload = match &self.payload {
+            Some(Ok(b)) => Some(b.as_slice()),
+            Some(Err(e)) => return Err(Error::invalid(op, format!("payload: {e}"))),
+            None => None,
+        };
+        Ok(self.to_wire(txn, delay, payload))
     }
 
     /// The wire form, with the resolved `txn`.
@@ -718,43 +813,7 @@ impl Timer {
     }
 }
 
-impl Timer {
-    /// Checks the timer's own rules (queue, key, delay, payload) and renders it with
-    /// `txn`, for calls outside a transaction (the standalone timers handle).
-    pub(crate) fn checked_wire<'a>(
-        &'a self,
-        op: &(impl std::fmt::Display + ?Sized),
-        txn: Option<Cow<'a, str>>,
-    ) -> crate::Result<TimerWire<'a>> {
-        validate::name(op, &self.queue)?;
-        if self.key.is_empty() {
-            return Err(Error::invalid(op, "a timer needs a key: .key(..)"));
-        }
-        if self.key.len() > 1024 {
-            return Err(Error::invalid(op, "a timer key is at most 1,024 bytes"));
-        }
-        if let Some(p) = &self.partition {
-            validate::name(op, p)?;
-        }
-        if let Some(t) = &txn {
-            validate::transaction_id(op, t)?;
-        }
-        let delay = match &self.delay {
-            Some(Ok(d)) => d.as_millis() as u64,
-            Some(Err(e)) => return Err(Error::invalid(op, e.clone())),
-            None if self.action == TimerAction::Cancel => 0,
-            None => return Err(Error::invalid(op, "a timer needs .after(..) or .at(..)")),
-        };
-        let payload = match &self.payload {
-            Some(Ok(b)) => Some(b.as_slice()),
-            Some(Err(e)) => return Err(Error::invalid(op, format!("payload: {e}"))),
-            None => None,
-        };
-        Ok(self.to_wire(txn, delay, payload))
-    }
-}
-
-/// A timer operation as the broker reads it, borrowed from its [`Timer`].
+/// A timer operation as the broker reads it, borrowed from its [`TimerSpec`].
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct TimerWire<'a> {

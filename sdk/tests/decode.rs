@@ -159,7 +159,7 @@ async fn the_seed_commit_decodes_into_typed_results() {
         StepResult::Timer(TimerResult {
             index: 4,
             op_index: 0,
-            status: "scheduled".into(),
+            status: queen_sdk::TimerStatus::Scheduled,
             ok: true,
             queue: "reminders".into(),
             timer_key: "order-7".into(),
@@ -176,7 +176,10 @@ async fn the_seed_commit_decodes_into_typed_results() {
         c.kv().map(|k| k.version).collect::<Vec<_>>(),
         [Some(90101), Some(90102)]
     );
-    assert_eq!(c.timers().next().unwrap().status, "scheduled");
+    assert_eq!(
+        c.timers().next().unwrap().status,
+        queen_sdk::TimerStatus::Scheduled
+    );
 }
 
 /// A result whose fields are not of the types the SDK reads (a broker's bug, or a
@@ -231,7 +234,7 @@ async fn odd_field_types_in_a_result_are_taken_as_absent() {
             StepResult::Timer(TimerResult {
                 index: 2,
                 op_index: 0,
-                status: "scheduled".into(),
+                status: queen_sdk::TimerStatus::Scheduled,
                 ok: true,
                 queue: "reminders".into(),
                 timer_key: "o\n7".into(),

@@ -283,9 +283,8 @@ async fn a_timer_set_in_a_step_fires_when_the_clock_reaches_it() {
     let out = client
         .transaction()
         .ack(&msg)
-        .timer("reminders", |t| {
-            t.key("order-7")
-                .after(Duration::from_secs(3600))
+        .timer("reminders", "order-7", |t| {
+            t.after(Duration::from_secs(3600))
                 .payload(&json!({"orderId": "order-7"}))
         })
         .commit()

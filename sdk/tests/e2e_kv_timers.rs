@@ -157,7 +157,7 @@ async fn a_timer_fires_when_broker_time_comes() {
         .await
         .unwrap();
     assert!(set.ok, "{set:?}");
-    assert_eq!(set.status, "scheduled");
+    assert_eq!(set.status, queen_sdk::TimerStatus::Scheduled);
     assert_eq!(set.txn.as_deref(), Some("remind-order-7"));
     let message_id = set.message_id.clone().expect("a message id");
 
@@ -212,26 +212,30 @@ async fn timers_reschedule_cancel_and_page() {
             })
             .await
             .unwrap();
-        assert_eq!(r.status, "scheduled");
+        assert_eq!(r.status, queen_sdk::TimerStatus::Scheduled);
         assert!(r.txn.is_some(), "the SDK always sends a txn");
     }
     let r = timers
         .reschedule("later", "a", |t| t.after(Duration::from_secs(7200)))
         .await
         .unwrap();
-    assert_eq!(r.status, "rescheduled");
+    assert_eq!(r.status, queen_sdk::TimerStatus::Rescheduled);
     let r = timers
         .reschedule("later", "d", |t| t.after(Duration::from_secs(10)))
         .await
         .unwrap();
-    assert_eq!(r.status, "scheduled", "an absent key is scheduled");
+    assert_eq!(
+        r.status,
+        queen_sdk::TimerStatus::Scheduled,
+        "an absent key is scheduled"
+    );
 
     let c = timers.cancel("later", "b").await.unwrap();
     assert!(c.ok);
-    assert_eq!(c.status, "cancelled");
+    assert_eq!(c.status, queen_sdk::TimerStatus::Cancelled);
     let c = timers.cancel("later", "b").await.unwrap();
     assert!(!c.ok);
-    assert_eq!(c.status, "absent");
+    assert_eq!(c.status, queen_sdk::TimerStatus::Absent);
 
     let first = timers.list("later", None, 2).await.unwrap();
     let keys: Vec<_> = first.rows.iter().map(|r| r.timer_key.as_str()).collect();
@@ -242,7 +246,10 @@ async fn timers_reschedule_cancel_and_page() {
     assert_eq!(keys, ["d"]);
     assert_eq!(second.next_after, None);
 
-    // A timer without a delay is refused before sending.
-    let err = timers.schedule("later", "e", |t| t).await.unwrap_err();
+    // An empty key is refused before sending (a timer without a delay does not compile).
+    let err = timers
+        .schedule("later", "", |t| t.after(Duration::from_secs(1)))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Invalid { .. }), "{err:?}");
 }

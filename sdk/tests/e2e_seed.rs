@@ -51,9 +51,8 @@ fn step(client: &Client, msg: &queen_sdk::Message<OrderPaid>) -> queen_sdk::Tran
             )
         })
         .once("paid", &format!("{}-paid", o.order_id), Ttl::days(1))
-        .timer("reminders", |t| {
-            t.key(&o.order_id)
-                .after(Duration::from_secs(86_400))
+        .timer("reminders", &o.order_id, |t| {
+            t.after(Duration::from_secs(86_400))
                 .payload(&json!({"orderId": o.order_id}))
         })
 }
@@ -83,7 +82,10 @@ async fn the_seed_step_commits_and_a_redelivery_rolls_back_as_duplicate() {
     let receipt = committed.pushes().next().unwrap().clone();
     assert!(!receipt.duplicate);
     assert_eq!(committed.kv().count(), 2);
-    assert_eq!(committed.timers().next().unwrap().status, "scheduled");
+    assert_eq!(
+        committed.timers().next().unwrap().status,
+        queen_sdk::TimerStatus::Scheduled
+    );
 
     // The group is rewound and the same event comes back under a new lease: the same
     // step derives the same receipt id, so it rolls back as a duplicate.

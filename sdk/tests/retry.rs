@@ -279,9 +279,7 @@ async fn an_ungated_timer_only_transaction_is_not_retried_after_a_500() {
     let (server, arrivals) = broker(vec![engine_error(500, "internal"), commit_answer()]).await;
     let out = client(&server, fast())
         .transaction()
-        .timer("reminders", |t| {
-            t.key("order-7").after(Duration::from_secs(60))
-        })
+        .timer("reminders", "order-7", |t| t.after(Duration::from_secs(60)))
         .commit()
         .await;
     assert!(matches!(out, Err(Error::OutcomeUnknown { .. })), "{out:?}");

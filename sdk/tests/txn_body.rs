@@ -168,9 +168,8 @@ async fn the_seed_step_sends_the_spec_example_body() {
             )
         })
         .once("paid", "order-7-paid", Ttl::days(1))
-        .timer("reminders", |t| {
-            t.key("order-7")
-                .after(Duration::from_secs(86_400))
+        .timer("reminders", "order-7", |t| {
+            t.after(Duration::from_secs(86_400))
                 .txn("reminder-order-7")
                 .payload(&json!({"orderId": "order-7"}))
         })
@@ -754,9 +753,8 @@ fn decoded_payload(timer: &Value) -> Vec<u8> {
 #[tokio::test]
 async fn timer_schedule_with_a_json_payload() {
     let body = sent(|t| {
-        t.timer("reminders", |t| {
-            t.key("order-7")
-                .after(Duration::from_secs(86_400))
+        t.timer("reminders", "order-7", |t| {
+            t.after(Duration::from_secs(86_400))
                 .txn("reminder-order-7")
                 .payload(&json!({"orderId": "order-7"}))
         })
@@ -776,14 +774,14 @@ async fn timer_schedule_with_a_json_payload() {
 #[tokio::test]
 async fn timer_schedule_is_the_default_action() {
     let explicit = sent(|t| {
-        t.timer("reminders", |t| {
-            t.key("k").after(Duration::from_secs(1)).txn("x").schedule()
+        t.timer("reminders", "k", |t| {
+            t.after(Duration::from_secs(1)).txn("x")
         })
     })
     .await;
     let default = sent(|t| {
-        t.timer("reminders", |t| {
-            t.key("k").after(Duration::from_secs(1)).txn("x")
+        t.timer("reminders", "k", |t| {
+            t.after(Duration::from_secs(1)).txn("x")
         })
     })
     .await;
@@ -795,10 +793,9 @@ async fn timer_schedule_is_the_default_action() {
 async fn timer_reschedule_with_raw_bytes_and_a_partition() {
     let raw: Vec<u8> = vec![0, 159, 146, 150, 255, b'q'];
     let body = sent(|t| {
-        t.timer("reminders", |t| {
-            t.key("order-7")
+        t.timer("reminders", "order-7", |t| {
+            t.after(Duration::from_millis(1500))
                 .reschedule()
-                .after(Duration::from_millis(1500))
                 .partition("customer-123")
                 .txn("reminder-order-7-v2")
                 .payload_bytes(raw.clone())
@@ -819,9 +816,9 @@ async fn timer_reschedule_with_raw_bytes_and_a_partition() {
 #[tokio::test]
 async fn timer_cancel_sends_only_queue_key_and_txn() {
     let body = sent(|t| {
-        t.timer("reminders", |t| t.key("order-7").cancel())
-            .timer("reminders", |t| {
-                t.key("order-8").cancel().txn("reminder-order-8")
+        t.timer("reminders", "order-7", |t| t.cancel())
+            .timer("reminders", "order-8", |t| {
+                t.cancel().txn("reminder-order-8")
             })
     })
     .await;
@@ -837,7 +834,7 @@ async fn timer_cancel_sends_only_queue_key_and_txn() {
 #[tokio::test]
 async fn timer_at_a_time_becomes_a_delay() {
     let at = SystemTime::now() + Duration::from_secs(60);
-    let body = sent(|t| t.timer("reminders", |t| t.key("k").at(at).txn("x"))).await;
+    let body = sent(|t| t.timer("reminders", "k", |t| t.at(at).txn("x"))).await;
     let delay = body["timers"][0]["delayMs"].as_u64().expect("delayMs");
     assert!(
         (55_000..=60_000).contains(&delay),
@@ -846,9 +843,8 @@ async fn timer_at_a_time_becomes_a_delay() {
 }
 
 fn reminder_step(t: TransactionBuilder, msg: &Message<Value>) -> TransactionBuilder {
-    t.ack(msg).timer("reminders", |t| {
-        t.key("order-7")
-            .after(Duration::from_secs(60))
+    t.ack(msg).timer("reminders", "order-7", |t| {
+        t.after(Duration::from_secs(60))
             .payload(&json!({"orderId": "order-7"}))
     })
 }
@@ -863,16 +859,14 @@ async fn a_timer_in_a_step_that_acks_gets_a_derived_txn() {
     assert_eq!(first["timers"][0]["txn"], second["timers"][0]["txn"]);
     // It differs by timer key, by queue and by acked message.
     let other_key = sent(|t| {
-        t.ack(&msg).timer("reminders", |t| {
-            t.key("order-8").after(Duration::from_secs(60))
-        })
+        t.ack(&msg)
+            .timer("reminders", "order-8", |t| t.after(Duration::from_secs(60)))
     })
     .await;
     assert_ne!(first["timers"][0]["txn"], other_key["timers"][0]["txn"]);
     let other_queue = sent(|t| {
-        t.ack(&msg).timer("nudges", |t| {
-            t.key("order-7").after(Duration::from_secs(60))
-        })
+        t.ack(&msg)
+            .timer("nudges", "order-7", |t| t.after(Duration::from_secs(60)))
     })
     .await;
     assert_ne!(first["timers"][0]["txn"], other_queue["timers"][0]["txn"]);
@@ -882,23 +876,15 @@ async fn a_timer_in_a_step_that_acks_gets_a_derived_txn() {
 
 #[tokio::test]
 async fn a_timer_without_an_ack_or_a_txn_sends_no_txn() {
-    let body = sent(|t| {
-        t.timer("reminders", |t| {
-            t.key("order-7").after(Duration::from_secs(60))
-        })
-    })
-    .await;
+    let body =
+        sent(|t| t.timer("reminders", "order-7", |t| t.after(Duration::from_secs(60)))).await;
     assert!(body["timers"][0].get("txn").is_none(), "{body}");
 }
 
 #[tokio::test]
 async fn a_cancel_in_a_step_that_acks_gets_no_derived_txn() {
     let msg = order_paid();
-    let body = sent(|t| {
-        t.ack(&msg)
-            .timer("reminders", |t| t.key("order-7").cancel())
-    })
-    .await;
+    let body = sent(|t| t.ack(&msg).timer("reminders", "order-7", |t| t.cancel())).await;
     assert_eq!(
         body["timers"][0],
         json!({ "op": "cancel", "queue": "reminders", "timerKey": "order-7" })
@@ -952,7 +938,7 @@ async fn empty_parts_are_omitted() {
         kv_only.as_object().unwrap().keys().collect::<Vec<_>>(),
         ["kv"]
     );
-    let timers_only = sent(|t| t.timer("reminders", |t| t.key("k").cancel())).await;
+    let timers_only = sent(|t| t.timer("reminders", "k", |t| t.cancel())).await;
     assert_eq!(
         timers_only.as_object().unwrap().keys().collect::<Vec<_>>(),
         ["timers"]
@@ -1004,9 +990,7 @@ async fn to_body_is_the_body_commit_sends() {
         t.ack(&msg)
             .push("receipts", |p| p.payload(&json!({"orderId": "order-7"})))
             .kv(|k| k.incr("stats", "orders", 1, Ttl::Forever))
-            .timer("reminders", |t| {
-                t.key("order-7").after(Duration::from_secs(5))
-            })
+            .timer("reminders", "order-7", |t| t.after(Duration::from_secs(5)))
             .position("orders", "billing", "customer-123", 18)
     };
     let rendered = step(c.transaction()).to_body().expect("valid");

@@ -419,15 +419,18 @@ async fn sdk_op(c: &Client, plan: &Plan, worker: usize, seq: u64, deadline: Inst
             .ack(&msg)
             .push(&n.receipts, |p| p.partition(&o.customer).payload(&receipt))
             .kv(|k| {
-                k.put(&n.orders_ns, &o.order_id, &Status { status: "paid" }, Ttl::days(30))
+                k.put(
+                    &n.orders_ns,
+                    &o.order_id,
+                    &Status { status: "paid" },
+                    Ttl::days(30),
+                )
             })
             .once(&n.paid_ns, &format!("{}-paid", o.order_id), Ttl::days(1))
-            .timer(&n.reminders, |t| {
-                t.key(&o.order_id)
-                    .after(Duration::from_secs(86_400))
-                    .payload(&OrderRef {
-                        order_id: &o.order_id,
-                    })
+            .timer(&n.reminders, &o.order_id, |t| {
+                t.after(Duration::from_secs(86_400)).payload(&OrderRef {
+                    order_id: &o.order_id,
+                })
             }),
     };
     let (outcome, commit) = timed_commit(step).await;
@@ -467,7 +470,12 @@ fn push_kv_step(c: &Client, plan: &Plan, worker: usize, seq: u64) -> Transaction
                 .payload(&receipt)
         })
         .kv(|k| {
-            k.put(&n.orders_ns, &e.order_id, &Status { status: "paid" }, Ttl::days(30))
+            k.put(
+                &n.orders_ns,
+                &e.order_id,
+                &Status { status: "paid" },
+                Ttl::days(30),
+            )
         })
 }
 

@@ -115,7 +115,9 @@ pub(crate) async fn put_keys(client: &Client, ns: &str, count: u64) -> anyhow::R
                         &StoredRow {
                             status: "paid",
                             n: i,
-                        }, Ttl::days(30))
+                        },
+                        Ttl::days(30),
+                    )
                     .into()
                 })
                 .collect();
@@ -156,9 +158,8 @@ pub(crate) async fn schedule_timers(
         async move {
             let mut t = c.transaction().retry_unsafe(true);
             for i in from..to {
-                t = t.timer(&queue, |t| {
-                    t.key(format!("t{i}"))
-                        .after(TIMER_DELAY)
+                t = t.timer(&queue, format!("t{i}"), |t| {
+                    t.after(TIMER_DELAY)
                         .txn(format!("stored-timer-{i}"))
                         .payload(&StoredTimer {
                             order_id: format!("order-{i}"),

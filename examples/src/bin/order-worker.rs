@@ -192,9 +192,8 @@ fn step(
             .once(&n.paid_ns, &format!("{}-paid", o.order_id), Ttl::days(1));
     }
     if parts.timers {
-        step = step.timer(&n.reminders, |t| {
-            t.key(&o.order_id)
-                .after(Duration::from_secs(86_400))
+        step = step.timer(&n.reminders, &o.order_id, |t| {
+            t.after(Duration::from_secs(86_400))
                 .payload(&json!({"orderId": o.order_id}))
         });
     }

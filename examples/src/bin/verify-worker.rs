@@ -87,9 +87,8 @@ fn order_step(ack: TransactionBuilder, msg: &Message<OrderPaid>) -> TransactionB
         )
     })
     .once("paid", &format!("{}-paid", o.order_id), Ttl::days(1))
-    .timer("reminders", |t| {
-        t.key(&o.order_id)
-            .after(Duration::from_secs(86_400))
+    .timer("reminders", &o.order_id, |t| {
+        t.after(Duration::from_secs(86_400))
             .payload(&json!({"orderId": o.order_id}))
     })
 }
@@ -195,9 +194,8 @@ fn random_ids(schedules: usize) -> WorkerCheck {
                                 )
                             })
                             .once("paid", &format!("{}-paid", o.order_id), Ttl::days(1))
-                            .timer("reminders", |t| {
-                                t.key(&o.order_id)
-                                    .after(Duration::from_secs(86_400))
+                            .timer("reminders", &o.order_id, |t| {
+                                t.after(Duration::from_secs(86_400))
                                     .payload(&json!({"orderId": o.order_id}))
                             });
                         Ok::<_, queen_sdk::Error>(step)

@@ -12,7 +12,7 @@
 //!     .push("receipts", |p| p.partition("customer-123").payload(&json!({"orderId": "order-7"})))
 //!     .kv(|k| k.put("orders", "order-7", &json!({"status": "paid"}), Ttl::days(30)))
 //!     .once("paid", "order-7-paid", Ttl::days(1))
-//!     .timer("reminders", |t| t.key("order-7").after(Duration::from_secs(86_400)).payload(&json!({"orderId": "order-7"})))
+//!     .timer("reminders", "order-7", |t| t.after(Duration::from_secs(86_400)).payload(&json!({"orderId": "order-7"})))
 //!     .commit()
 //!     .await?;
 //! match outcome {
@@ -48,6 +48,7 @@ pub use ops::Push;
 pub(crate) use results::gate_fields;
 pub use results::{
     AckResult, Commit, Committed, KvResult, PositionResult, PushResult, StepResult, TimerResult,
+    TimerStatus,
 };
 pub use ttl::Ttl;
 
@@ -57,7 +58,7 @@ use crate::ids::{derive_id, derive_push_id, earliest_v7};
 use crate::kv::{Kv, KvOp, KvWire};
 use crate::locks::LockGuard;
 use crate::message::{AckStatus, Message};
-use crate::timers::{Timer, TimerAction, TimerWire};
+use crate::timers::{TimerAction, TimerOp, TimerSpec, TimerStart, TimerWire};
 use crate::validate;
 
 #[derive(Debug, Clone)]
@@ -94,13 +95,13 @@ enum Operation {
 ///     .push("receipts", |p| p.partition("customer-1").payload(&json!({"orderId": "o-7"})))
 ///     .kv(|k| k.put("orders", "o-7", &json!({"status": "paid"}), Ttl::days(30)))
 ///     .once("paid", "o-7-paid", Ttl::days(1))
-///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(86_400)).payload(&"o-7"))
+///     .timer("reminders", "o-7", |t| t.after(Duration::from_secs(86_400)).payload(&"o-7"))
 ///     .commit()
 ///     .await?;
 /// let Commit::Committed(c) = outcome else { panic!("not gated: the marker was new") };
 /// assert_eq!(c.pushes().count(), 1);
 /// assert_eq!(c.kv().count(), 2);
-/// assert_eq!(c.timers().next().unwrap().status, "scheduled");
+/// assert_eq!(c.timers().next().unwrap().status, queen_sdk::TimerStatus::Scheduled);
 /// # broker.shutdown().await;
 /// # Ok(())
 /// # }
@@ -112,7 +113,7 @@ pub struct TransactionBuilder {
     ops: Vec<Operation>,
     /// Each KV operation with the call that made it (a gate's kind).
     kv: Vec<(KvOp, GateKind)>,
-    timers: Vec<Timer>,
+    timers: Vec<TimerSpec>,
     positions: Vec<Position>,
     retry_unsafe: bool,
 }
@@ -303,8 +304,11 @@ impl TransactionBuilder {
         self
     }
 
-    /// Adds a timer operation on `queue`, configured by `f` (see [`Timer`]): when it fires,
-    /// its payload is pushed to `queue`. A timer key may appear once per transaction.
+    /// Adds a timer operation on the timer `key` of `queue`, made by `f` from a
+    /// [`TimerStart`]: when it fires ([`TimerStart::after`], [`TimerStart::at`]: the
+    /// [`Timer`](crate::Timer) then takes a payload, a partition, a `txn`), or
+    /// [`TimerStart::cancel`]. When it fires, its payload is pushed to `queue`. A timer
+    /// key may appear once per transaction.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -314,7 +318,7 @@ impl TransactionBuilder {
     /// use std::time::Duration;
     /// let c = client
     ///     .transaction()
-    ///     .timer("reminders", |t| t.key("order-7").after(Duration::from_secs(3600)).payload(&"order-7"))
+    ///     .timer("reminders", "order-7", |t| t.after(Duration::from_secs(3600)).payload(&"order-7"))
     ///     .commit()
     ///     .await?
     ///     .committed()
@@ -326,11 +330,14 @@ impl TransactionBuilder {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn timer(mut self, queue: impl Into<String>, f: impl FnOnce(Timer) -> Timer) -> Self {
-        self.timers.push(f(Timer {
-            queue: queue.into(),
-            ..Default::default()
-        }));
+    pub fn timer<O: Into<TimerOp>>(
+        mut self,
+        queue: impl Into<String>,
+        key: impl Into<String>,
+        f: impl FnOnce(TimerStart) -> O,
+    ) -> Self {
+        let op = f(TimerStart::new(queue.into(), key.into())).into();
+        self.timers.push(op.into_spec());
         self
     }
 

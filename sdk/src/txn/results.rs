@@ -197,13 +197,13 @@ impl PartialEq for KvResult {
 /// use std::time::Duration;
 /// let c = client
 ///     .transaction()
-///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)).txn("remind-o-7"))
+///     .timer("reminders", "o-7", |t| t.after(Duration::from_secs(60)).txn("remind-o-7"))
 ///     .commit()
 ///     .await?
 ///     .committed()
 ///     .unwrap();
 /// let t = c.timers().next().unwrap();
-/// assert_eq!((t.status.as_str(), t.ok), ("scheduled", true));
+/// assert_eq!((t.status.clone(), t.ok), (queen_sdk::TimerStatus::Scheduled, true));
 /// assert_eq!((t.queue.as_str(), t.timer_key.as_str()), ("reminders", "o-7"));
 /// assert_eq!(t.txn.as_deref(), Some("remind-o-7"));
 /// assert!(t.message_id.is_some() && t.deliver_at.is_some());
@@ -217,8 +217,8 @@ pub struct TimerResult {
     pub index: usize,
     /// Its place in the `timers` array.
     pub op_index: usize,
-    /// `scheduled`, `rescheduled`, `cancelled`, `absent` or `too_late`.
-    pub status: String,
+    /// What the operation did.
+    pub status: TimerStatus,
     /// Whether it took effect.
     pub ok: bool,
     /// The queue.
@@ -231,6 +231,63 @@ pub struct TimerResult {
     pub message_id: Option<String>,
     /// When it fires (ISO-8601).
     pub deliver_at: Option<String>,
+}
+
+/// What a timer operation did, as the broker says it (`status`).
+///
+/// ```
+/// use queen_sdk::TimerStatus;
+/// assert_eq!(TimerStatus::parse("too_late"), TimerStatus::TooLate);
+/// assert_eq!(TimerStatus::Cancelled.as_str(), "cancelled");
+/// assert_eq!(TimerStatus::parse("held").to_string(), "held"); // one this SDK does not know
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TimerStatus {
+    /// Set, where none was pending.
+    Scheduled,
+    /// Set, replacing a pending timer of the key.
+    Rescheduled,
+    /// A pending timer was cancelled.
+    Cancelled,
+    /// No timer of the key was pending (it may have fired): nothing to cancel.
+    Absent,
+    /// Firing had begun: too late to cancel.
+    TooLate,
+    /// A status this SDK does not know, as the broker sent it.
+    Other(String),
+}
+
+impl TimerStatus {
+    /// The status of the broker's text.
+    pub fn parse(s: &str) -> TimerStatus {
+        match s {
+            "scheduled" => TimerStatus::Scheduled,
+            "rescheduled" => TimerStatus::Rescheduled,
+            "cancelled" => TimerStatus::Cancelled,
+            "absent" => TimerStatus::Absent,
+            "too_late" => TimerStatus::TooLate,
+            other => TimerStatus::Other(other.to_string()),
+        }
+    }
+
+    /// The broker's text for it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            TimerStatus::Scheduled => "scheduled",
+            TimerStatus::Rescheduled => "rescheduled",
+            TimerStatus::Cancelled => "cancelled",
+            TimerStatus::Absent => "absent",
+            TimerStatus::TooLate => "too_late",
+            TimerStatus::Other(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for TimerStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A position's result.
@@ -398,7 +455,7 @@ impl StepResult {
                     return StepResult::Timer(TimerResult {
                         index,
                         op_index: t.op_index.unwrap_or(0) as usize,
-                        status: t.status.unwrap_or_default(),
+                        status: TimerStatus::parse(t.status.as_deref().unwrap_or_default()),
                         ok: t.ok.unwrap_or(false),
                         queue: t.queue.unwrap_or_default(),
                         timer_key: t.timer_key.unwrap_or_default(),
@@ -434,7 +491,9 @@ impl StepResult {
             Some("timer") => StepResult::Timer(TimerResult {
                 index,
                 op_index: u(&v, "opIndex"),
-                status: s(&v, "status").unwrap_or_default(),
+                status: TimerStatus::parse(
+                    v.get("status").and_then(Value::as_str).unwrap_or_default(),
+                ),
                 ok: v.get("ok").and_then(Value::as_bool).unwrap_or(false),
                 queue: s(&v, "queue").unwrap_or_default(),
                 timer_key: s(&v, "timerKey").unwrap_or_default(),
@@ -666,8 +725,8 @@ impl Committed {
     /// use std::time::Duration;
     /// let c = client
     ///     .transaction()
-    ///     .timer("reminders", |t| t.key("o-7").after(Duration::from_secs(60)))
-    ///     .timer("reminders", |t| t.key("o-8").cancel())
+    ///     .timer("reminders", "o-7", |t| t.after(Duration::from_secs(60)))
+    ///     .timer("reminders", "o-8", |t| t.cancel())
     ///     .commit()
     ///     .await?
     ///     .committed()
