@@ -333,7 +333,7 @@ async fn order_worker_runs_until_ctrl_c_against_queen_url() {
     .await
     .unwrap();
 
-    let event = serde_json::json!({"order_id": "order-9", "customer": "customer-1", "total": 9.5});
+    let event = serde_json::json!({"orderId": "order-9", "customer": "customer-1", "total": 9.5});
     let paid = |txn: &str| {
         PushItem::new("orders", &event)
             .partition("customer-1")
@@ -367,7 +367,7 @@ async fn order_worker_runs_until_ctrl_c_against_queen_url() {
     let summary = worker.wait_line("stopped: ", &[]);
     assert!(
         summary.starts_with(
-            "stopped: processed 2, committed 1, already done 1, failed 0, dead-lettered 1"
+            "stopped: processed 2, committed 1, already done 1, failed 0, refused 0, dead-lettered 1"
         ),
         "{summary}"
     );

@@ -172,7 +172,9 @@ impl QueueOptions {
         Self::default()
     }
 
-    /// How long a popped batch stays leased (rounded up to whole seconds).
+    /// How long a popped batch stays leased (rounded up to whole seconds) when the pop
+    /// does not say: a worker's pops say, with [`Worker::lease`](crate::Worker::lease)
+    /// (default 60 s, renewed while in hand), which overrides this for them.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

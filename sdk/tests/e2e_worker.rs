@@ -1199,3 +1199,52 @@ async fn run_until_idle_handles_retries_until_the_queue_is_settled() {
     assert!(client.pop::<Job>("settle").send().await.unwrap().is_empty());
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_lock_held_by_a_step_is_released_once_it_settles_even_when_refused() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = client(&broker);
+    client
+        .kv()
+        .put("stock", "sku-1", &1, Ttl::Forever)
+        .await
+        .unwrap();
+    let jobs: Vec<_> = (1..=2).map(|n| serde_json::json!({"n": n})).collect();
+    push(&client, "reserve-locked", "Default", &jobs).await;
+    let summary = client
+        .worker::<Job>("reserve-locked")
+        .on_refused(|d, _gate| async move {
+            Ok::<_, String>(d.step().push("rejections", |p| p.payload(&d.data)))
+        })
+        .run_until_idle(|_d, step| async move {
+            let lock = step
+                .client()
+                .lock("sku-1")
+                .ttl(Duration::from_secs(600))
+                .acquire()
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("sku-1 is held: the last step did not release it")?;
+            Ok::<_, String>(
+                step.kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required())
+                    .hold(lock),
+            )
+        })
+        .await
+        .unwrap();
+    // The first takes the last unit; the second is refused (and rejected): both steps
+    // found the lock free, so the first released it after its commit.
+    assert_eq!((summary.committed, summary.refused), (2, 0), "{summary}");
+    assert_eq!(summary.errors.get(&ErrorKind::Gated), Some(&1), "{summary}");
+    assert_eq!(
+        broker
+            .inspect()
+            .messages("rejections", "Default")
+            .unwrap()
+            .len(),
+        1
+    );
+    // And after the refused one too.
+    assert!(client.lock("sku-1").acquire().await.unwrap().is_some());
+    broker.shutdown().await;
+}

@@ -116,6 +116,31 @@ pub struct TransactionBuilder {
     timers: Vec<TimerSpec>,
     positions: Vec<Position>,
     retry_unsafe: bool,
+    /// Locks held until the commit answers ([`TransactionBuilder::hold`]).
+    held: Vec<Held>,
+}
+
+/// A lock a step holds until its commit has answered, then releases. Shared by the
+/// builder's clones: the first commit to answer releases it.
+#[derive(Debug, Clone)]
+struct Held(std::sync::Arc<tokio::sync::Mutex<Option<crate::Lock>>>);
+
+impl Held {
+    async fn release(&self) {
+        let Some(lock) = self.0.lock().await.take() else {
+            return;
+        };
+        let name = lock.name().to_string();
+        match lock.release().await {
+            Ok(released) => {
+                tracing::debug!(lock = %name, released, "lock released after the commit")
+            }
+            // It lapses at its TTL; renewal stopped when the handle was dropped.
+            Err(e) => {
+                tracing::warn!(lock = %name, error = %e, "releasing the lock failed: it lapses at its TTL")
+            }
+        }
+    }
 }
 
 impl Client {
@@ -145,6 +170,7 @@ impl Client {
             timers: Vec::new(),
             positions: Vec::new(),
             retry_unsafe: false,
+            held: Vec::new(),
         }
     }
 }
@@ -371,11 +397,17 @@ impl TransactionBuilder {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn position(mut self, queue: &str, group: &str, partition: &str, offset: u64) -> Self {
+    pub fn position(
+        mut self,
+        queue: impl Into<String>,
+        group: impl Into<String>,
+        partition: impl Into<String>,
+        offset: u64,
+    ) -> Self {
         self.positions.push(Position {
-            queue: queue.to_string(),
-            consumer_group: group.to_string(),
-            partition: partition.to_string(),
+            queue: queue.into(),
+            consumer_group: group.into(),
+            partition: partition.into(),
             offset,
         });
         self
@@ -413,6 +445,68 @@ impl TransactionBuilder {
             .required();
         self.kv.push((check.into(), GateKind::Guard));
         self
+    }
+
+    /// Gates the step on `lock` (as [`TransactionBuilder::guard`]) and keeps the lock
+    /// until the commit has answered, whatever it answered, then releases it: for a
+    /// worker's handler that takes a lock for its step, so the lock is released after
+    /// the step settles with no code after the commit (the handler returns the step
+    /// before the runtime commits it). A step that is never committed (its handler
+    /// failed after taking the lock, its lease was lost first) drops the lock unreleased:
+    /// it stops renewing and lapses at its TTL.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{PushItem, StartAt, Ttl};
+    /// client.kv().put("stock", "sku-1", &5, Ttl::Forever).await?;
+    /// client.push(vec![PushItem::new("reservations", &"sku-1")]).await?;
+    /// let summary = client
+    ///     .worker::<String>("reservations")
+    ///     .group("inventory", StartAt::Beginning)
+    ///     .run_until_idle(|msg, step| async move {
+    ///         let sku = msg.data.clone();
+    ///         // One reservation per SKU at a time, across workers.
+    ///         let Some(lock) = step.client().lock(format!("sku-{sku}")).acquire().await? else {
+    ///             anyhow::bail!("sku-{sku} is busy: try again");
+    ///         };
+    ///         Ok(step.kv(|k| k.incr("stock", &sku, -1, Ttl::Forever).min(0).required()).hold(lock))
+    ///     })
+    ///     .await?;
+    /// assert_eq!(summary.committed, 1);
+    /// // Released once the step settled: free again.
+    /// assert!(client.lock("sku-sku-1").acquire().await?.is_some());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn hold(mut self, lock: crate::Lock) -> Self {
+        self = self.guard(&lock.guard());
+        self.held
+            .push(Held(std::sync::Arc::new(tokio::sync::Mutex::new(Some(
+                lock,
+            )))));
+        self
+    }
+
+    /// The client this transaction is sent with: for a handler's other calls (a lock, a
+    /// KV read) without a client of its own.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// let step = client.transaction();
+    /// assert!(step.client().kv().get::<u32>("stock", "sku-1").await?.is_none());
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 
     /// Retries this transaction after a 5xx or a lost connection even though it is not
@@ -816,6 +910,15 @@ impl TransactionBuilder {
     /// # }
     /// ```
     pub async fn commit(self) -> Result<Commit> {
+        let outcome = self.send().await;
+        // Held locks go once the commit has answered, whatever it answered.
+        for held in &self.held {
+            held.release().await;
+        }
+        outcome
+    }
+
+    async fn send(&self) -> Result<Commit> {
         let (body, deterministic) = self.render()?;
         let v2_part = self.v2_part();
         if let Some(capability) = v2_part
