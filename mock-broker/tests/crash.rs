@@ -300,7 +300,7 @@ fn step(client: &Client, msgs: &[Message<Value>], a: &Attempt) -> TransactionBui
         })
         .position(
             MARKS_QUEUE,
-            &format!("pos-{}", a.tag),
+            format!("pos-{}", a.tag),
             "Default",
             a.position,
         )

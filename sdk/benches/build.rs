@@ -45,7 +45,7 @@ fn seed_step(c: &Client, m: &Message<Value>) -> TransactionBuilder {
                 .payload(&json!({"orderId": order, "total": 120.5}))
         })
         .kv(|k| k.put("orders", order, &json!({"status": "paid"}), Ttl::days(30)))
-        .once("paid", &format!("{order}-paid"), Ttl::days(1))
+        .once("paid", format!("{order}-paid"), Ttl::days(1))
         .timer("reminders", order, |t| {
             t.after(Duration::from_secs(86_400))
                 .payload(&json!({"orderId": order}))

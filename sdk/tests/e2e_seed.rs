@@ -50,7 +50,7 @@ fn step(client: &Client, msg: &queen_sdk::Message<OrderPaid>) -> queen_sdk::Tran
                 Ttl::days(30),
             )
         })
-        .once("paid", &format!("{}-paid", o.order_id), Ttl::days(1))
+        .once("paid", format!("{}-paid", o.order_id), Ttl::days(1))
         .timer("reminders", &o.order_id, |t| {
             t.after(Duration::from_secs(86_400))
                 .payload(&json!({"orderId": o.order_id}))

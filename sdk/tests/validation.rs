@@ -258,7 +258,7 @@ async fn the_same_key_in_two_namespaces_or_read_and_written_is_sent() {
 
 fn puts(t: TransactionBuilder, n: usize) -> TransactionBuilder {
     (0..n).fold(t, |t, i| {
-        t.kv(move |k| k.put("counters", &format!("k-{i}"), &i, Ttl::Forever))
+        t.kv(move |k| k.put("counters", format!("k-{i}"), &i, Ttl::Forever))
     })
 }
 
@@ -290,7 +290,7 @@ async fn two_hundred_fifty_seven_keys_via_get_many_are_refused() {
 async fn two_hundred_fifty_seven_keys_over_several_ops_are_refused() {
     let (op, _) = refused(|t| {
         (0..7).fold(t.kv(|k| k.get_many("orders", keys(250))), |t, i| {
-            t.kv(move |k| k.get("other", &format!("x-{i}")))
+            t.kv(move |k| k.get("other", format!("x-{i}")))
         })
     })
     .await;
@@ -394,7 +394,7 @@ async fn a_timer_txn_over_65535_bytes_is_refused() {
 
 fn positions(t: TransactionBuilder, n: usize) -> TransactionBuilder {
     (0..n).fold(t, |t, i| {
-        t.position("orders", "billing", &format!("p-{i}"), 0)
+        t.position("orders", "billing", format!("p-{i}"), 0)
     })
 }
 

@@ -426,7 +426,7 @@ async fn sdk_op(c: &Client, plan: &Plan, worker: usize, seq: u64, deadline: Inst
                     Ttl::days(30),
                 )
             })
-            .once(&n.paid_ns, &format!("{}-paid", o.order_id), Ttl::days(1))
+            .once(&n.paid_ns, format!("{}-paid", o.order_id), Ttl::days(1))
             .timer(&n.reminders, &o.order_id, |t| {
                 t.after(Duration::from_secs(86_400)).payload(&OrderRef {
                     order_id: &o.order_id,

@@ -111,7 +111,7 @@ pub(crate) async fn put_keys(client: &Client, ns: &str, count: u64) -> anyhow::R
                 .map(|i| {
                     Kv.put(
                         &ns,
-                        &format!("k{i}"),
+                        format!("k{i}"),
                         &StoredRow {
                             status: "paid",
                             n: i,

@@ -189,7 +189,7 @@ fn step(
                     Ttl::days(30),
                 )
             })
-            .once(&n.paid_ns, &format!("{}-paid", o.order_id), Ttl::days(1));
+            .once(&n.paid_ns, format!("{}-paid", o.order_id), Ttl::days(1));
     }
     if parts.timers {
         step = step.timer(&n.reminders, &o.order_id, |t| {

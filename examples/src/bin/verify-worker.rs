@@ -86,7 +86,7 @@ fn order_step(ack: TransactionBuilder, msg: &Message<OrderPaid>) -> TransactionB
             Ttl::days(30),
         )
     })
-    .once("paid", &format!("{}-paid", o.order_id), Ttl::days(1))
+    .once("paid", format!("{}-paid", o.order_id), Ttl::days(1))
     .timer("reminders", &o.order_id, |t| {
         t.after(Duration::from_secs(86_400))
             .payload(&json!({"orderId": o.order_id}))
@@ -193,7 +193,7 @@ fn random_ids(schedules: usize) -> WorkerCheck {
                                     Ttl::days(30),
                                 )
                             })
-                            .once("paid", &format!("{}-paid", o.order_id), Ttl::days(1))
+                            .once("paid", format!("{}-paid", o.order_id), Ttl::days(1))
                             .timer("reminders", &o.order_id, |t| {
                                 t.after(Duration::from_secs(86_400))
                                     .payload(&json!({"orderId": o.order_id}))
