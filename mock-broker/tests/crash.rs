@@ -298,12 +298,7 @@ fn step(client: &Client, msgs: &[Message<Value>], a: &Attempt) -> TransactionBui
         .timer(TIMERS, a.tag.as_str(), |tm| {
             tm.after(Duration::from_secs(86_400)).payload(&a.tag)
         })
-        .position(
-            MARKS_QUEUE,
-            format!("pos-{}", a.tag),
-            "Default",
-            a.position,
-        )
+        .position(MARKS_QUEUE, format!("pos-{}", a.tag), "Default", a.position)
 }
 
 async fn worker(id: usize, shared: Arc<Shared>, seed: u64) {
