@@ -1004,15 +1004,21 @@ async fn a_step_whose_lock_guard_lapsed_is_never_acked_as_done() {
     broker.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_failed_required_condition_is_refused_and_its_handler_decides() {
+/// A broker whose `stock/sku-1` holds `units`, and a client of it.
+async fn stocked(units: i64) -> (MockBroker, Client) {
     let broker = MockBroker::start_in_memory().await.unwrap();
     let client = client(&broker);
-    client
+    let put = client
         .kv()
-        .put("stock", "sku-1", &1, Ttl::Forever)
-        .await
-        .unwrap();
+        .put("stock", "sku-1", &units, Ttl::Forever)
+        .await;
+    assert!(put.unwrap().applied);
+    (broker, client)
+}
+
+#[tokio::test]
+async fn a_failed_required_condition_is_refused_and_its_handler_decides() {
+    let (broker, client) = stocked(1).await;
     let reserve = |s: TransactionBuilder| {
         s.once("reserved", "order-1", Ttl::days(1))
             .kv(|k| k.incr("stock", "sku-1", -2, Ttl::Forever).min(0).required())
@@ -1202,13 +1208,7 @@ async fn run_until_idle_handles_retries_until_the_queue_is_settled() {
 
 #[tokio::test]
 async fn a_lock_held_by_a_step_is_released_once_it_settles_even_when_refused() {
-    let broker = MockBroker::start_in_memory().await.unwrap();
-    let client = client(&broker);
-    client
-        .kv()
-        .put("stock", "sku-1", &1, Ttl::Forever)
-        .await
-        .unwrap();
+    let (broker, client) = stocked(1).await;
     let jobs: Vec<_> = (1..=2).map(|n| serde_json::json!({"n": n})).collect();
     push(&client, "reserve-locked", "Default", &jobs).await;
     let summary = client

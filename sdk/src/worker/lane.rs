@@ -31,6 +31,15 @@ use super::summary::{ErrorKind, Tally};
 pub(crate) type StepFuture =
     Pin<Box<dyn Future<Output = Result<TransactionBuilder, String>> + Send>>;
 
+/// A handler's future with its error erased to its text (`{e:#}`: anyhow's chain too).
+pub(crate) fn erased<Fut, E>(fut: Fut) -> StepFuture
+where
+    Fut: Future<Output = Result<TransactionBuilder, E>> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    Box::pin(async move { fut.await.map_err(|e| format!("{e:#}")) })
+}
+
 /// The handler: a delivery and its step (the fenced ack) in, the step to commit out.
 pub(crate) type Handler<T> =
     Arc<dyn Fn(Delivery<T>, TransactionBuilder) -> StepFuture + Send + Sync>;

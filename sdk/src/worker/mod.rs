@@ -370,10 +370,7 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
         Fut: Future<Output = std::result::Result<TransactionBuilder, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
     {
-        self.undecodable = Some(Arc::new(move |d, reason| {
-            let fut = handler(d, reason);
-            Box::pin(async move { fut.await.map_err(|e| format!("{e:#}")) })
-        }));
+        self.undecodable = Some(Arc::new(move |d, reason| lane::erased(handler(d, reason))));
         self
     }
 
@@ -429,10 +426,7 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
         Fut: Future<Output = std::result::Result<TransactionBuilder, E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
     {
-        self.refused = Some(Arc::new(move |d, gate| {
-            let fut = handler(d, gate);
-            Box::pin(async move { fut.await.map_err(|e| format!("{e:#}")) })
-        }));
+        self.refused = Some(Arc::new(move |d, gate| lane::erased(handler(d, gate))));
         self
     }
 
@@ -578,10 +572,7 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
         let mut spec = self.spec;
         // The broker leases in whole seconds: renew on the lease it grants.
         spec.lease = Duration::from_secs(spec.lease.as_secs());
-        let step: lane::Handler<T> = Arc::new(move |d, step| {
-            let fut = handler(d, step);
-            Box::pin(async move { fut.await.map_err(|e| format!("{e:#}")) })
-        });
+        let step: lane::Handler<T> = Arc::new(move |d, step| lane::erased(handler(d, step)));
         let span = tracing::info_span!(
             "queen.worker",
             queue = %spec.queue,
