@@ -976,6 +976,7 @@ async fn a_step_whose_lock_guard_lapsed_is_never_acked_as_done() {
     let Outcome::Refused {
         gate,
         dead_lettered,
+        transaction_id: None,
     } = &outcomes[0]
     else {
         panic!("{outcomes:?}")
@@ -1033,6 +1034,7 @@ async fn a_failed_required_condition_is_refused_and_its_handler_decides() {
     let Outcome::Refused {
         gate,
         dead_lettered: true,
+        transaction_id: None,
     } = &outcomes[0]
     else {
         panic!("{outcomes:?}")
@@ -1066,13 +1068,21 @@ async fn a_failed_required_condition_is_refused_and_its_handler_decides() {
         }),
     )
     .await;
+    // Settled by the rejection's step: counted as refused, neither committed nor done.
     assert_eq!(
         (summary.committed, summary.already_done, summary.refused),
-        (1, 0, 0),
+        (0, 0, 1),
         "{summary}"
     );
     assert!(
-        matches!(outcomes[..], [Outcome::Committed { .. }]),
+        matches!(
+            outcomes[..],
+            [Outcome::Refused {
+                transaction_id: Some(_),
+                dead_lettered: false,
+                ..
+            }]
+        ),
         "{outcomes:?}"
     );
     let rejections = broker.inspect().messages("rejections", "Default").unwrap();
@@ -1234,7 +1244,7 @@ async fn a_lock_held_by_a_step_is_released_once_it_settles_even_when_refused() {
         .unwrap();
     // The first takes the last unit; the second is refused (and rejected): both steps
     // found the lock free, so the first released it after its commit.
-    assert_eq!((summary.committed, summary.refused), (2, 0), "{summary}");
+    assert_eq!((summary.committed, summary.refused), (1, 1), "{summary}");
     assert_eq!(summary.errors.get(&ErrorKind::Gated), Some(&1), "{summary}");
     assert_eq!(
         broker
@@ -1246,5 +1256,115 @@ async fn a_lock_held_by_a_step_is_released_once_it_settles_even_when_refused() {
     );
     // And after the refused one too.
     assert!(client.lock("sku-1").acquire().await.unwrap().is_some());
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_rejection_acked_failed_and_run_again_is_never_acked_completed() {
+    // The rejection's step acks the request `failed` (so it is tried again later) and
+    // pushes a rejection. Run again, its derived push is a duplicate: the step was done
+    // before, and the message is acked as that step said (`failed`), not `completed`.
+    let (broker, client) = stocked(0).await;
+    client
+        .configure("reserve-retried", QueueOptions::new().retry_limit(2))
+        .await
+        .unwrap();
+    push(
+        &client,
+        "reserve-retried",
+        "Default",
+        &[serde_json::json!({"n": 1})],
+    )
+    .await;
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let observed = outcomes.clone();
+    let summary = client
+        .worker::<Job>("reserve-retried")
+        .on_settled(move |_, o| observed.lock().unwrap().push(o.name()))
+        .on_refused(|d, gate| async move {
+            let why = queen_sdk::AckStatus::Failed {
+                error: gate.to_string(),
+            };
+            Ok::<_, String>(d.step_with(why).push("rejections", |p| p.payload(&d.data)))
+        })
+        .run_until_idle(|_d, step| async move {
+            Ok::<_, String>(
+                step.kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required()),
+            )
+        })
+        .await
+        .unwrap();
+    // Three deliveries (the first and two retries), none acked as done; the third
+    // `failed` ack passes the retry limit and dead-letters it.
+    let seen = outcomes.lock().unwrap().clone();
+    assert_eq!(seen, ["refused", "failed", "failed"], "{summary}");
+    assert_eq!(
+        (
+            summary.already_done,
+            summary.refused,
+            summary.failed,
+            summary.dead_lettered
+        ),
+        (0, 1, 1, 1),
+        "{summary}"
+    );
+    let rejections = broker.inspect().messages("rejections", "Default").unwrap();
+    assert_eq!(rejections.len(), 1, "pushed once");
+    let dead = client
+        .dlq::<Job>(DlqQuery::queue("reserve-retried"))
+        .await
+        .unwrap();
+    assert_eq!(dead.messages.len(), 1);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_step_the_broker_forbids_stops_the_worker_with_an_error() {
+    // A read-only token may pop but not commit: a 403 on the step cannot have applied
+    // and will not change, so the worker stops with an error instead of going on.
+    let broker = MockBroker::builder()
+        .auth(
+            Auth::new()
+                .token("reader", Role::ReadOnly, "acme", None)
+                .token("writer", Role::ReadWrite, "acme", None),
+        )
+        .start()
+        .await
+        .unwrap();
+    let as_token = |token: &str| {
+        Client::builder()
+            .url(broker.url())
+            .token(token)
+            .build()
+            .unwrap()
+    };
+    push(
+        &as_token("writer"),
+        "forbidden",
+        "Default",
+        &[serde_json::json!({"n": 1})],
+    )
+    .await;
+    let run = tokio::time::timeout(
+        Duration::from_secs(10),
+        as_token("reader")
+            .worker::<Job>("forbidden")
+            .wait(Duration::from_millis(200))
+            .run(
+                |_d, step| async move { Ok::<_, String>(step.push("receipts", |p| p.payload(&1))) },
+                std::future::pending::<()>(),
+            ),
+    )
+    .await
+    .expect("the worker stops by itself");
+    let e = run.expect_err("a forbidden step is an error");
+    assert_eq!(e.kind(), WorkerErrorKind::Refused);
+    assert_eq!(e.cause().status(), Some(403), "{e}");
+    let summary = e.summary();
+    assert_eq!(
+        (summary.processed, summary.abandoned, summary.unknown),
+        (1, 1, 0),
+        "{summary}"
+    );
     broker.shutdown().await;
 }

@@ -24,7 +24,8 @@ pub enum KvReason {
     Exists,
     /// The key does not exist (a `delete`, a `check`, or an `expect` of a version).
     Absent,
-    /// The key's version is not the one expected (a lock's guard after it lapsed).
+    /// The key's version is not the one expected (a lock's guard after another holder
+    /// took the lock; a lapsed lock whose row expired answers [`KvReason::Absent`]).
     Version,
     /// An `incr` would pass its `min` or `max`.
     Limit,

@@ -123,11 +123,25 @@ pub struct TransactionBuilder {
 /// A lock a step holds until its commit has answered, then releases. Shared by the
 /// builder's clones: the first commit to answer releases it.
 #[derive(Debug, Clone)]
-struct Held(std::sync::Arc<tokio::sync::Mutex<Option<crate::Lock>>>);
+struct Held(std::sync::Arc<std::sync::Mutex<Option<crate::Lock>>>);
 
 impl Held {
+    /// The lock's guard as of now (a renewal mints a new token), if it is still held.
+    fn guard(&self) -> Option<LockGuard> {
+        let held = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.as_ref().map(crate::Lock::guard)
+    }
+
     async fn release(&self) {
-        let Some(lock) = self.0.lock().await.take() else {
+        let taken = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let Some(lock) = taken else {
             return;
         };
         let name = lock.name().to_string();
@@ -295,10 +309,13 @@ impl TransactionBuilder {
     }
 
     /// Gates the step on a marker: `putIfAbsent` of `true` with `required`. A second
-    /// run of the same step answers [`Commit::Gated`] and writes nothing, unless a
-    /// guard that the broker checks before the KV operations fires first: a fenced ack
-    /// whose lease is gone (`rejected_ack`) or a push whose `transactionId` is already
-    /// stored (`duplicate`) rolls the step back as [`Error::RolledBack`] instead.
+    /// run of the same step answers [`Commit::Gated`] (its [`Gate::already_done`]) and
+    /// writes nothing. The broker names the first gate that fails in the order the KV
+    /// operations were added, so put `once` before the step's other gates (a stock
+    /// condition its first run changed would otherwise answer first, as a refusal).
+    /// What the broker checks before the KV operations fires first, though: a fenced
+    /// ack whose lease is gone (`rejected_ack`) or a push whose `transactionId` is
+    /// already stored (`duplicate`) rolls the step back as [`Error::RolledBack`].
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -367,13 +384,22 @@ impl TransactionBuilder {
         self
     }
 
-    /// Whether the step acks `msg` (the same message, in the same group).
-    pub(crate) fn acks<T>(&self, msg: &Message<T>) -> bool {
-        self.ops.iter().any(|op| {
-            matches!(op, Operation::Ack { transaction_id, partition_id, group, .. }
-                if *transaction_id == msg.transaction_id
-                    && *partition_id == msg.partition_id
-                    && *group == msg.consumer_group)
+    /// How the step acks `msg` (the same message, in the same group), if it does.
+    pub(crate) fn ack_status<T>(&self, msg: &Message<T>) -> Option<&AckStatus> {
+        self.ops.iter().find_map(|op| match op {
+            Operation::Ack {
+                transaction_id,
+                partition_id,
+                group,
+                status,
+                ..
+            } if *transaction_id == msg.transaction_id
+                && *partition_id == msg.partition_id
+                && *group == msg.consumer_group =>
+            {
+                Some(status)
+            }
+            _ => None,
         })
     }
 
@@ -447,7 +473,8 @@ impl TransactionBuilder {
         self
     }
 
-    /// Gates the step on `lock` (as [`TransactionBuilder::guard`]) and keeps the lock
+    /// Gates the step on `lock` (as [`TransactionBuilder::guard`], with the lock's token
+    /// as of the commit, after the step's other KV operations) and keeps the lock
     /// until the commit has answered, whatever it answered, then releases it: for a
     /// worker's handler that takes a lock for its step, so the lock is released after
     /// the step settles with no code after the commit (the handler returns the step
@@ -483,12 +510,21 @@ impl TransactionBuilder {
     /// # }
     /// ```
     pub fn hold(mut self, lock: crate::Lock) -> Self {
-        self = self.guard(&lock.guard());
         self.held
-            .push(Held(std::sync::Arc::new(tokio::sync::Mutex::new(Some(
-                lock,
-            )))));
+            .push(Held(std::sync::Arc::new(std::sync::Mutex::new(Some(lock)))));
         self
+    }
+
+    /// This step with the guards of its held locks as of now, after its own KV
+    /// operations: taken when the step is rendered, not when `hold` was called, since a
+    /// lock's renewal mints a new token.
+    fn with_held_guards(&self) -> TransactionBuilder {
+        let mut this = self.clone();
+        this.held.clear();
+        for guard in self.held.iter().filter_map(Held::guard) {
+            this = this.guard(&guard);
+        }
+        this
     }
 
     /// The client this transaction is sent with: for a handler's other calls (a lock, a
@@ -627,6 +663,9 @@ impl TransactionBuilder {
     }
 
     fn render(&self) -> Result<(bytes::Bytes, bool)> {
+        if !self.held.is_empty() {
+            return self.with_held_guards().render();
+        }
         if self.ops.is_empty()
             && self.kv.is_empty()
             && self.timers.is_empty()
@@ -897,8 +936,13 @@ impl TransactionBuilder {
     /// broker.faults().inject(Fault::commit_then_drop().on("/api/v1/transaction"));
     /// match step.commit().await {
     ///     Ok(Commit::Committed(c)) => println!("committed {}", c.transaction_id),
-    ///     // Already done: its ack rolled back with it; settle the message on its own.
-    ///     Ok(Commit::Gated { .. }) => drop(client.ack(&msg, AckStatus::Completed).await?),
+    ///     // Already done (a `once` marker exists): its ack rolled back with it; settle
+    ///     // the message on its own.
+    ///     Ok(Commit::Gated { gate, .. }) if gate.already_done() => {
+    ///         client.ack(&msg, AckStatus::Completed).await?;
+    ///     }
+    ///     // Refused by another gate: nothing written and nothing done.
+    ///     Ok(Commit::Gated { gate, .. }) => println!("refused: {gate}"),
     ///     // The fenced, deterministic step was retried, and the retry found it done
     ///     // (its first attempt's ack applied).
     ///     Err(Error::RolledBack { retried: true, reason, .. }) => println!("done before ({reason})"),
@@ -919,6 +963,10 @@ impl TransactionBuilder {
     }
 
     async fn send(&self) -> Result<Commit> {
+        if !self.held.is_empty() {
+            // The held locks' guards as of now, named in a refusal like any other gate.
+            return Box::pin(self.with_held_guards().send()).await;
+        }
         let (body, deterministic) = self.render()?;
         let v2_part = self.v2_part();
         if let Some(capability) = v2_part

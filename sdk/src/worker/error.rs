@@ -19,8 +19,9 @@ pub enum WorkerErrorKind {
     /// Its settings cannot work (`concurrency(0)`, `batch(0)`, a lease under a second,
     /// a bad queue name): nothing was sent.
     Invalid,
-    /// The broker refused its pop in a way that polling again cannot change (401, 403,
-    /// the queue gone, ...): it stopped, after draining what it held.
+    /// The broker refused it in a way that trying again cannot change (a pop answered
+    /// 401, 403 or the queue gone; a step or an ack answered 401 or 403): it stopped,
+    /// after draining what it held.
     Refused,
 }
 
@@ -36,8 +37,8 @@ pub enum WorkerErrorKind {
 /// # async fn main() -> anyhow::Result<()> {
 /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
 /// use queen_sdk::{Client, StartAt, WorkerErrorKind};
-/// // A client whose bearer token the broker does not know... here, a queue name the
-/// // broker refuses outright stands in for any refusal.
+/// // Settings that cannot work (a batch of 0) fail before anything is sent; a broker's
+/// // refusal (a 401) is the same error, of kind `Refused`, with the summary so far.
 /// let client = Client::new(broker.url())?;
 /// let run = client
 ///     .worker::<u32>("orders")
@@ -96,7 +97,7 @@ impl fmt::Display for WorkerError {
             WorkerErrorKind::Invalid => write!(f, "the worker cannot start: {}", self.cause),
             WorkerErrorKind::Refused => write!(
                 f,
-                "the worker stopped: the broker refused its pop: {} ({})",
+                "the worker stopped: the broker refused it: {} ({})",
                 self.cause, self.summary
             ),
         }

@@ -24,7 +24,7 @@ use crate::consume::{Delivery, decode_payload};
 use crate::message::{AckStatus, Message};
 use crate::txn::{Gate, TransactionBuilder};
 
-use super::settle::{self, Outcome, Step};
+use super::settle::{self, Outcome, Role, Step};
 use super::summary::{ErrorKind, Tally};
 
 /// What a handler's future answers, its error type erased to its text.
@@ -157,13 +157,22 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
         let settled = one(&lanes, raw, &keeper).await;
         pending.current = None;
         match settled {
+            // Settled: a refusal whose own step committed is settled as that step said.
             Outcome::Committed { .. }
             | Outcome::AlreadyDone { .. }
-            | Outcome::DeadLettered { .. } => {}
+            | Outcome::DeadLettered { .. }
+            | Outcome::Refused {
+                transaction_id: Some(_),
+                ..
+            } => {}
             // The nack gave back this message and everything after it: they come again,
             // in order, at a later pop. Released explicitly too, for a broker that frees
             // a batch only once every message of it is acked.
-            Outcome::Failed { .. } | Outcome::Refused { .. } => {
+            Outcome::Failed { .. }
+            | Outcome::Refused {
+                transaction_id: None,
+                ..
+            } => {
                 release(&lanes, &mut pending).await;
                 return;
             }
@@ -175,7 +184,8 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
             // Whether the step applied is unknown, so nothing after it may be acked
             // (a completion would commit the cursor past it): the rest waits for the
             // lease to lapse, and the redelivered step finds itself done or not.
-            Outcome::Unknown { .. } => {
+            // Refused for good: the worker is stopping; the rest is left to the lease.
+            Outcome::Unknown { .. } | Outcome::Stopped { .. } => {
                 let n = pending.forget();
                 lanes.tally.add(|s| s.abandoned += n);
                 return;
@@ -278,7 +288,16 @@ async fn one<T: DeserializeOwned + Send + 'static>(
                 return settle::fail(&lanes.client, &lanes.tally, &head, keeper, &why).await;
             }
         };
-        let gate = match settle::commit(&lanes.client, &lanes.tally, &head, keeper, step).await {
+        let gate = match settle::commit(
+            &lanes.client,
+            &lanes.tally,
+            &head,
+            keeper,
+            step,
+            Role::Handler,
+        )
+        .await
+        {
             Step::Settled(outcome) => return outcome,
             Step::Refused(gate) => gate,
         };
@@ -297,14 +316,23 @@ async fn one<T: DeserializeOwned + Send + 'static>(
             msg,
             keeper: Arc::clone(keeper),
         };
-        let task = tokio::spawn(on_refused(delivery, gate).in_current_span());
+        let task = tokio::spawn(on_refused(delivery, gate.clone()).in_current_span());
         let step = match handled(lanes, task).await {
             Ok(step) => step,
             Err(why) => {
                 return settle::fail(&lanes.client, &lanes.tally, &head, keeper, &why).await;
             }
         };
-        match settle::commit(&lanes.client, &lanes.tally, &head, keeper, step).await {
+        match settle::commit(
+            &lanes.client,
+            &lanes.tally,
+            &head,
+            keeper,
+            step,
+            Role::Refusal(gate),
+        )
+        .await
+        {
             Step::Settled(outcome) => outcome,
             // The refusal's own step refused too: no second round.
             Step::Refused(gate) => {

@@ -49,7 +49,9 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 /// |---|---|
 /// | the step commits | done |
 /// | a [`once`](TransactionBuilder::once) marker exists ([`Gate::already_done`]), or a `duplicate` rollback | the step was done before: the message is acked `completed` on its own |
-/// | another gate refused the step (a lock's [`guard`](TransactionBuilder::guard) that lapsed, a `required` condition that failed: [`crate::Commit::Gated`]) | handed to [`Worker::on_refused`], whose step is committed instead; without one, acked `failed` with the gate as the reason (so it comes back, and the retry limit dead-letters it); never acked as done |
+/// | another gate refused the step (a lock's [`guard`](TransactionBuilder::guard) that lapsed, a `required` condition that failed: [`crate::Commit::Gated`]) | handed to [`Worker::on_refused`], whose step is committed instead; without one, acked `failed` with the gate as the reason (so it comes back, and the retry limit dead-letters it); counted as refused, never as done |
+/// | a step done before whose own ack was not `completed` (a rejection acked `failed` or `dlq`, run again: its push is a duplicate) | the message is acked as that step said, not `completed` |
+/// | the broker refuses a step or an ack for good (401, 403) | nothing applied: the worker stops with a [`WorkerError`] (as for a refused pop), the message left to its lease |
 /// | a `rejected_ack` rollback, or the lease known lost | the lease holder has the message: nothing is committed |
 /// | a `rejected_ack` rollback of a resend (`retried: true`) | the first attempt most probably committed, its ack releasing the lease: counted as already done (if not, the redelivered step finds itself done) |
 /// | the handler errs or panics, or the step cannot commit ([`Error::Invalid`], another rollback) | acked `failed` with the error text (one attempt; the queue's `retryLimit` dead-letters it in the end); the worker goes on |
@@ -378,11 +380,13 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     /// than "already done": a lock's [`guard`](TransactionBuilder::guard) that lapsed,
     /// a `required` condition that failed (stock too low for
     /// `incr(-qty).min(0).required()`). `handler` gets the delivery again and the
-    /// [`Gate`] that refused, and answers the step to commit instead, settled like the
-    /// main handler's: `msg.step().push(..)` settles it another way (a rejection
-    /// pushed, the message acked), `msg.step_with(AckStatus::Dlq)` dead-letters it, an
-    /// error acks it `failed` (it comes back). A refusal of that step too is acked
-    /// `failed` ([`Outcome::Refused`]).
+    /// [`Gate`] that refused, and answers the step to commit instead: `msg.step().push(..)`
+    /// settles it another way (a rejection pushed, the message acked),
+    /// `msg.step_with(AckStatus::Dlq).push(..)` dead-letters it with the rejection, an
+    /// error acks it `failed` (it comes back). Its committed step is
+    /// [`Outcome::Refused`] with its `transaction_id`, counted in [`Summary::refused`] (or
+    /// [`Summary::dead_lettered`] if it acked the message `dlq`), never as committed or
+    /// done. A refusal of that step too is acked `failed`.
     ///
     /// Without it, a refused step's message is acked `failed` with the gate as the
     /// reason, counted in [`Summary::refused`]: it comes back, and the queue's retry
@@ -413,7 +417,8 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     ///         Ok::<_, String>(step.kv(|k| k.incr("stock", &r.sku, -r.qty, Ttl::Forever).min(0).required()))
     ///     })
     ///     .await?;
-    /// assert_eq!((summary.committed, summary.already_done), (1, 0)); // the rejection's step
+    /// // Settled by the rejection's step, and counted as refused: neither done nor committed.
+    /// assert_eq!((summary.committed, summary.already_done, summary.refused), (0, 0, 1));
     /// assert_eq!(broker.inspect().kv::<i64>("stock", "sku-1")?, Some(2)); // untouched
     /// assert_eq!(broker.inspect().messages("rejections", queen_sdk::DEFAULT_PARTITION)?.len(), 1);
     /// # broker.shutdown().await;
@@ -463,9 +468,9 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     /// errors and panics do not stop it.
     ///
     /// A stop that `shutdown` did not ask for is an `Err`, so `main` fails with it: the
-    /// broker refusing the pop for good (401, 403, the queue gone: a
-    /// [`WorkerError`] of kind [`WorkerErrorKind::Refused`], after draining what it
-    /// held), or settings that cannot work (`concurrency(0)`, `batch(0)`, a lease under
+    /// broker refusing the worker for good (a pop answered 401, 403 or the queue gone, a
+    /// step or an ack answered 401 or 403: a [`WorkerError`] of kind
+    /// [`WorkerErrorKind::Refused`], after draining what it held), or settings that cannot work (`concurrency(0)`, `batch(0)`, a lease under
     /// a second, a bad queue name: [`WorkerErrorKind::Invalid`], before anything is
     /// sent).
     ///

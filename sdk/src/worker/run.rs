@@ -87,6 +87,11 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
         tokio::select! {
             biased;
             () = &mut shutdown => break,
+            // A step or an ack refused for good (401, 403): as a refused pop.
+            e = tally.refused() => {
+                stopped = Err(e);
+                break;
+            }
             Some(joined) = lanes.join_next(), if !lanes.is_empty() => {
                 await_lane = false;
                 if let Err(e) = joined

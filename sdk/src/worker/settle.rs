@@ -5,7 +5,7 @@ use crate::client::Client;
 use crate::consume::lease::LeaseKeeper;
 use crate::error::{Error, RollbackReason};
 use crate::message::{AckStatus, Message};
-use crate::txn::{Commit, Gate, TransactionBuilder};
+use crate::txn::{Commit, Gate, StepResult, TransactionBuilder};
 
 use super::summary::{ErrorKind, Tally};
 
@@ -43,14 +43,27 @@ pub enum Outcome {
         dead_lettered: bool,
     },
     /// A gate refused its step for a reason other than "already done" (a lapsed lock's
-    /// guard, a failed `required` condition), and no
-    /// [`Worker::on_refused`](crate::Worker::on_refused) handler took it: acked `failed`
-    /// with the gate as the reason, so it comes back. Nothing of the step was written.
+    /// guard, a failed `required` condition): nothing of the step was written, and the
+    /// message is not counted as done. Either the
+    /// [`Worker::on_refused`](crate::Worker::on_refused) handler's step committed instead
+    /// (`transaction_id` is `Some`: a rejection pushed, the message acked as that step
+    /// said), or, without one, the message was acked `failed` with the gate as the
+    /// reason, so it comes back.
     Refused {
         /// The gate that refused the step.
         gate: Gate,
-        /// The ack was past the queue's `retryLimit`: the message is dead-lettered.
+        /// The refusal's step, when `on_refused` answered one and it committed.
+        transaction_id: Option<String>,
+        /// The message was dead-lettered (the refusal's step acked it `dlq`, or the
+        /// `failed` ack was past the queue's `retryLimit`).
         dead_lettered: bool,
+    },
+    /// The broker refused the worker's call for good (401, 403): nothing of the step
+    /// applied. The worker stops with a [`WorkerError`](crate::WorkerError), and the
+    /// message is left to its lease.
+    Stopped {
+        /// The refusal.
+        error: String,
     },
     /// Its payload does not decode: dead-lettered.
     DeadLettered {
@@ -68,7 +81,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The outcome's name, as on the step's span (`committed`, `already_done`,
-    /// `failed`, `refused`, `dead_lettered`, `lease_lost`, `unknown`).
+    /// `failed`, `refused`, `dead_lettered`, `lease_lost`, `unknown`, `stopped`).
     ///
     /// ```
     /// assert_eq!(queen_sdk::Outcome::LeaseLost.name(), "lease_lost");
@@ -82,6 +95,7 @@ impl Outcome {
             Outcome::DeadLettered { .. } => "dead_lettered",
             Outcome::LeaseLost => "lease_lost",
             Outcome::Unknown { .. } => "unknown",
+            Outcome::Stopped { .. } => "stopped",
         }
     }
 }
@@ -93,6 +107,24 @@ pub(crate) enum Step {
     Refused(Gate),
 }
 
+/// Whose step is committed: the handler's, or `on_refused`'s after `gate` refused the
+/// handler's (then a commit is the refusal settled, not the work done).
+pub(crate) enum Role {
+    Handler,
+    Refusal(Gate),
+}
+
+/// Whether `e` is the broker refusing the worker for good: its token or role.
+fn refused_for_good(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Api {
+            status: 401 | 403,
+            ..
+        } | Error::Token { .. }
+    )
+}
+
 /// Commits the handler's step for `head` (adding the ack of `head` if the step lacks
 /// it) and settles what the commit answers, but for a refusal by a gate other than an
 /// existing `once` marker: that is the caller's to decide.
@@ -102,6 +134,7 @@ pub(crate) async fn commit(
     head: &Message<()>,
     keeper: &LeaseKeeper,
     step: TransactionBuilder,
+    role: Role,
 ) -> Step {
     if keeper.is_lost() {
         // Its ack would roll back (`rejected_ack`); the lease holder has the message.
@@ -109,26 +142,54 @@ pub(crate) async fn commit(
         tally.add(|s| s.lease_lost += 1);
         return Step::Settled(Outcome::LeaseLost);
     }
-    let step = if step.acks(head) {
+    let step = if step.ack_status(head).is_some() {
         step
     } else {
         step.ack(head)
     };
+    // A step done before is settled as it would have settled the message: a step that
+    // acks it `failed` (or `dlq`) and pushes a rejection, run again, must not turn into
+    // a `completed` ack because its push is now a duplicate.
+    let status = step
+        .ack_status(head)
+        .cloned()
+        .unwrap_or(AckStatus::Completed);
     Step::Settled(match step.commit().await {
         Ok(Commit::Committed(c)) => {
             tracing::Span::current().record("step_txn", c.transaction_id.as_str());
             tracing::debug!(retried = c.retried, "step committed");
-            tally.add(|s| s.committed += 1);
-            Outcome::Committed {
-                transaction_id: c.transaction_id,
-                retried: c.retried,
+            match role {
+                Role::Handler => {
+                    tally.add(|s| s.committed += 1);
+                    Outcome::Committed {
+                        transaction_id: c.transaction_id,
+                        retried: c.retried,
+                    }
+                }
+                Role::Refusal(gate) => {
+                    let dead_lettered = c.results().iter().any(|r| {
+                        matches!(r, StepResult::Ack(a) if a.dlq && a.transaction_id == head.transaction_id)
+                    });
+                    tally.add(|s| {
+                        if dead_lettered {
+                            s.dead_lettered += 1;
+                        } else {
+                            s.refused += 1;
+                        }
+                    });
+                    Outcome::Refused {
+                        gate,
+                        transaction_id: Some(c.transaction_id),
+                        dead_lettered,
+                    }
+                }
             }
         }
         // A `once` marker exists: the step was done before. Its ack rolled back with
         // it, so the message must be acked alone or it comes back at every expiry.
         Ok(Commit::Gated { gate, retried, .. }) if gate.already_done() => {
             tracing::info!(%gate, retried, "step gated: already done; acking the message alone");
-            ack_done(client, tally, head, keeper, retried).await
+            ack_done(client, tally, head, keeper, retried, status).await
         }
         // Any other gate refused the step: not done, and not to be settled as done.
         Ok(Commit::Gated { gate, .. }) => {
@@ -145,7 +206,7 @@ pub(crate) async fn commit(
                 retried,
                 "step rolled back as a duplicate: already done; acking the message alone"
             );
-            ack_done(client, tally, head, keeper, retried).await
+            ack_done(client, tally, head, keeper, retried, status).await
         }
         // A resend found the lease gone: most probably the first attempt committed and
         // its ack released the lease (the last message of the batch). Nothing can be
@@ -174,6 +235,8 @@ pub(crate) async fn commit(
             tally.add(|s| s.lease_lost += 1);
             Outcome::LeaseLost
         }
+        // Refused for good (401, 403): nothing applied, and no ack would be taken.
+        Err(e) if refused_for_good(&e) => stop(tally, e),
         Err(e) => match ErrorKind::of(&e) {
             kind @ (ErrorKind::OutcomeUnknown | ErrorKind::Unavailable | ErrorKind::Decode) => {
                 tracing::warn!(error = %e, "step outcome unknown: left to the lease's expiry");
@@ -192,21 +255,48 @@ pub(crate) async fn commit(
     })
 }
 
-/// Acks `head` `completed` on its own: its step was already done.
+/// Acks `head` on its own as its step, done before, acked it (`completed`, or the
+/// `failed` / `dlq` / `retry` the step said): the step's ack rolled back with it.
 async fn ack_done(
     client: &Client,
     tally: &Tally,
     head: &Message<()>,
     keeper: &LeaseKeeper,
     retried: bool,
+    status: AckStatus,
 ) -> Outcome {
+    match status {
+        AckStatus::Completed => {}
+        AckStatus::Failed { error } => return fail(client, tally, head, keeper, &error).await,
+        other => {
+            // `dlq` or `retry`: what the step said, alone.
+            let dlq = matches!(other, AckStatus::Dlq);
+            return match client.ack(head, other).await {
+                Ok(out) if out.success && dlq => {
+                    tally.add(|s| s.dead_lettered += 1);
+                    Outcome::DeadLettered {
+                        reason: "its step, done before, dead-lettered it".into(),
+                    }
+                }
+                Ok(out) if out.success => {
+                    tally.add(|s| s.failed += 1);
+                    Outcome::Failed {
+                        error: "its step, done before, gave it back (retry)".into(),
+                        dead_lettered: false,
+                    }
+                }
+                Ok(out) => refused(tally, keeper, out.error),
+                Err(e) => unknown(tally, e),
+            };
+        }
+    }
     match client.ack(head, AckStatus::Completed).await {
         Ok(out) if out.success => {
             tally.add(|s| s.already_done += 1);
             Outcome::AlreadyDone { retried }
         }
         Ok(out) => refused(tally, keeper, out.error),
-        Err(e) => unknown(tally, &e),
+        Err(e) => unknown(tally, e),
     }
 }
 
@@ -235,11 +325,12 @@ pub(crate) async fn refuse(
             });
             Outcome::Refused {
                 gate,
+                transaction_id: None,
                 dead_lettered: out.dlq,
             }
         }
         Ok(out) => refused(tally, keeper, out.error),
-        Err(e) => unknown(tally, &e),
+        Err(e) => unknown(tally, e),
     }
 }
 
@@ -271,7 +362,7 @@ pub(crate) async fn fail(
             }
         }
         Ok(out) => refused(tally, keeper, out.error),
-        Err(e) => unknown(tally, &e),
+        Err(e) => unknown(tally, e),
     }
 }
 
@@ -293,7 +384,7 @@ pub(crate) async fn dead_letter(
             }
         }
         Ok(out) => refused(tally, keeper, out.error),
-        Err(e) => unknown(tally, &e),
+        Err(e) => unknown(tally, e),
     }
 }
 
@@ -305,12 +396,27 @@ fn refused(tally: &Tally, keeper: &LeaseKeeper, why: Option<String>) -> Outcome 
     Outcome::LeaseLost
 }
 
-/// An ack that failed: it may have applied or not.
-fn unknown(tally: &Tally, e: &Error) -> Outcome {
+/// An ack that failed: it may have applied or not; refused for good (401, 403), the
+/// worker stops.
+fn unknown(tally: &Tally, e: Error) -> Outcome {
+    if refused_for_good(&e) {
+        return stop(tally, e);
+    }
     tracing::warn!(error = %e, "ack failed: left to the lease's expiry");
-    tally.error(ErrorKind::of(e));
+    tally.error(ErrorKind::of(&e));
     tally.add(|s| s.unknown += 1);
     Outcome::Unknown {
         error: e.to_string(),
     }
+}
+
+/// The broker refused the worker's call for good: the message is left to its lease,
+/// and the worker is told to stop with `e`.
+fn stop(tally: &Tally, e: Error) -> Outcome {
+    tracing::error!(error = %e, "the broker refused the worker's call for good: stopping");
+    tally.error(ErrorKind::Refused);
+    tally.add(|s| s.abandoned += 1);
+    let error = e.to_string();
+    tally.refuse(e);
+    Outcome::Stopped { error }
 }

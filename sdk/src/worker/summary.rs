@@ -105,9 +105,10 @@ pub struct Summary {
     /// commit); the queue's `retryLimit` dead-letters them in the end.
     pub failed: u64,
     /// Messages whose step a gate refused (a lapsed lock's guard, a failed `required`
-    /// condition) with no [`Worker::on_refused`](crate::Worker::on_refused) handler to
-    /// take them: acked `failed` with the gate as the reason, so they come back and the
-    /// retry limit dead-letters them in the end. Never acked as done.
+    /// condition): settled by the [`Worker::on_refused`](crate::Worker::on_refused)
+    /// handler's step, or, without one, acked `failed` with the gate as the reason (they
+    /// come back, and the retry limit dead-letters them in the end). Never counted as
+    /// committed or done.
     pub refused: u64,
     /// Messages dead-lettered: a payload that does not decode as the worker's type, or
     /// a `failed` ack (a handler error, a refused step) past the queue's retry limit.
@@ -124,7 +125,8 @@ pub struct Summary {
     pub released: u64,
     /// Left unsettled: in flight when the grace period ran out (the handler was
     /// cancelled; the message is given back with a `retry` ack, refused if its step had
-    /// committed), or behind a step whose outcome is unknown (left to the lease).
+    /// committed), behind a step whose outcome is unknown, or refused for good (401,
+    /// 403: the worker stops) (left to the lease).
     pub abandoned: u64,
     /// Trouble met, by kind (handler errors, panics, failed pops, ...).
     pub errors: BTreeMap<ErrorKind, u64>,
@@ -160,13 +162,24 @@ impl fmt::Display for Summary {
     }
 }
 
-/// The running count, shared by the worker's lanes.
+/// What the worker's lanes report back: the running count, and the broker's refusal
+/// of a call for good (401, 403), which stops the worker.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Tally(Arc<Mutex<Summary>>);
+pub(crate) struct Tally {
+    summary: Arc<Mutex<Summary>>,
+    refusal: Arc<Refusal>,
+}
+
+/// The first refusal for good, and the wake-up of the run loop that waits for one.
+#[derive(Debug, Default)]
+struct Refusal {
+    error: Mutex<Option<Error>>,
+    notify: tokio::sync::Notify,
+}
 
 impl Tally {
     pub(crate) fn add(&self, f: impl FnOnce(&mut Summary)) {
-        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner));
+        f(&mut self.summary.lock().unwrap_or_else(PoisonError::into_inner));
     }
 
     pub(crate) fn error(&self, kind: ErrorKind) {
@@ -175,6 +188,37 @@ impl Tally {
 
     /// The count so far, taken out.
     pub(crate) fn take(&self) -> Summary {
-        std::mem::take(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner))
+        std::mem::take(&mut self.summary.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Records a refusal for good (the first one is kept) and wakes the run loop.
+    pub(crate) fn refuse(&self, e: Error) {
+        let mut slot = self
+            .refusal
+            .error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        drop(slot);
+        self.refusal.notify.notify_one();
+    }
+
+    /// Resolves with the first refusal for good.
+    pub(crate) async fn refused(&self) -> Error {
+        loop {
+            let notified = self.refusal.notify.notified();
+            if let Some(e) = self
+                .refusal
+                .error
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+            {
+                return e;
+            }
+            notified.await;
+        }
     }
 }
