@@ -12,8 +12,9 @@
 # `deadLetterQueue: false`; our conformance suite holds the broker to transaction.md.
 #
 # It fetches the published crate through cargo (crates.io), copies it out of the
-# registry, starts `queen-mock-broker` on a free port with a fresh data file, and runs
-# `cargo test --test FILE ...` in the copy with QUEEN_TEST_URL and QUEEN_TEST_STRICT=1.
+# registry, starts `queen-mock-broker` on a free port with a fresh data file (the
+# helpers of .ci/broker.sh), and runs `cargo test --test FILE ...` in the copy with
+# QUEEN_TEST_URL and QUEEN_TEST_STRICT=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,23 +47,14 @@ cp -r "$(dirname "$SRC")" "$WORK/queen-mq"
 # cargo from taking it for a member of ours.
 printf '\n[workspace]\n' >> "$WORK/queen-mq/Cargo.toml"
 
-cargo build --release -p queen-mock-broker
-BROKER_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/queen-mock-broker"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-DATA=$(mktemp -d)
-"$BROKER_BIN" --listen "127.0.0.1:$PORT" --data "$DATA/queen.redb" \
-  --log warn >"$WORK/broker.log" 2>&1 &
-BROKER=$!
-trap 'kill $BROKER 2>/dev/null || true; wait $BROKER 2>/dev/null || true; rm -rf "$DATA"' EXIT
-for _ in $(seq 1 100); do
-  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break
-  sleep 0.1
-done
-curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "broker did not start"; cat "$WORK/broker.log"; exit 1; }
+. .ci/broker.sh
+broker_build
+trap broker_stop EXIT
+broker_start "$WORK/broker.log"
 
 ARGS=()
 for f in "${FILES[@]}"; do ARGS+=(--test "$f"); done
 cd "$WORK/queen-mq"
-QUEEN_TEST_URL="http://127.0.0.1:$PORT" QUEEN_TEST_STRICT=1 \
+QUEEN_TEST_URL="$BROKER_URL" QUEEN_TEST_STRICT=1 \
   CARGO_TARGET_DIR="$WORK/target" CARGO_PROFILE_DEV_DEBUG=false cargo test "${ARGS[@]}" --no-fail-fast -- \
   --skip dead_lettering_needs_both_flags_off_to_be_off

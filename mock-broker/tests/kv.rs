@@ -381,6 +381,10 @@ async fn check_reports_whether_expect_held_and_writes_nothing() {
     assert_eq!(absent["applied"], false);
     assert_eq!(absent["reason"], "absent");
     assert!(absent.get("value").is_none_or(Value::is_null), "{absent}");
+    assert_eq!(
+        absent["version"], 0,
+        "an absent key's version is 0: {absent}"
+    );
 
     let not_there = one(
         &h,
@@ -388,6 +392,7 @@ async fn check_reports_whether_expect_held_and_writes_nothing() {
     )
     .await;
     assert_eq!(not_there["applied"], true, "{not_there}");
+    assert_eq!(not_there["version"], 0, "{not_there}");
 
     assert_eq!(h.broker.stats().commits, before, "check writes nothing");
     assert_eq!(get(&h, "app", "k").await["version"], v);
@@ -433,6 +438,120 @@ async fn incr_counts_from_zero_and_a_missing_delta_counts_one() {
     )
     .await;
     assert_eq!(r["value"], 1);
+}
+
+/// The counter, the expiry it reads, and that of the row after each incr, through
+/// `POST /api/v1/kv` (`in_txn: false`) or a transaction's `kv` array.
+async fn incr_expiry(h: &Harness, in_txn: bool, key: &str, expiry: Value) -> (Value, Value) {
+    let mut op = json!({"op": "incr", "ns": "app", "key": key});
+    for (k, v) in expiry.as_object().unwrap() {
+        op[k] = v.clone();
+    }
+    let r = if in_txn {
+        let b = h.txn_ok(json!({ "kv": [op] })).await;
+        assert_eq!(b["success"], true, "{b}");
+        b["results"][0].clone()
+    } else {
+        one(h, op).await
+    };
+    assert_eq!(r["applied"], true, "{r}");
+    (
+        r["value"].clone(),
+        get(h, "app", key).await["expiresAt"].clone(),
+    )
+}
+
+/// The TTL of an incr is create-only (queen-mq 2.6.0 `tests/test_kv.py`
+/// `test_incr_does_not_extend_a_live_ttl`): it applies when the incr creates the key,
+/// an absent one or one whose expiry lapsed, and never moves a live key's expiry, so a
+/// fixed-window limiter's window closes under load. In the standalone route and in a
+/// transaction alike.
+async fn incr_ttl_is_create_only(h: &Harness, in_txn: bool) {
+    let key = if in_txn { "window-txn" } else { "window" };
+    let t0 = h.clock.now_micros();
+    let (n, first) = incr_expiry(h, in_txn, key, json!({"ttlSeconds": 2})).await;
+    assert_eq!(n, 1);
+    assert_eq!(
+        micros(&first),
+        t0 + 2 * SEC,
+        "it created the key: its ttl applies"
+    );
+
+    h.advance(1);
+    let (n, again) = incr_expiry(h, in_txn, key, json!({"ttlSeconds": 3600})).await;
+    assert_eq!(n, 2);
+    assert_eq!(
+        again, first,
+        "a live key keeps its expiry (in_txn: {in_txn})"
+    );
+    let (n, again) = incr_expiry(h, in_txn, key, json!({"forever": true})).await;
+    assert_eq!(n, 3);
+    assert_eq!(again, first, "forever does not extend a live key either");
+
+    // The window closes at its own time, and the next incr opens a new one.
+    h.advance(1);
+    assert_eq!(get(h, "app", key).await["found"], false, "lapsed");
+    let t2 = h.clock.now_micros();
+    let (n, reopened) = incr_expiry(h, in_txn, key, json!({"ttlSeconds": 60})).await;
+    assert_eq!(n, 1, "a lapsed key counts from 0");
+    assert_eq!(
+        micros(&reopened),
+        t2 + 60 * SEC,
+        "re-created: the new ttl applies"
+    );
+    // A forever key stays forever under a TTL'd incr.
+    let forever = format!("{key}-forever");
+    let (_, none) = incr_expiry(h, in_txn, &forever, json!({"forever": true})).await;
+    assert_eq!(none, Value::Null);
+    let (n, none) = incr_expiry(h, in_txn, &forever, json!({"ttlSeconds": 5})).await;
+    assert_eq!((n, none), (json!(2), Value::Null));
+    // A put still sets the expiry it names (it replaces the row).
+    let r = one(
+        h,
+        json!({"op": "put", "ns": "app", "key": key, "value": 7, "ttlSeconds": 600}),
+    )
+    .await;
+    assert_eq!(r["applied"], true);
+    let g = get(h, "app", key).await;
+    assert_eq!(micros(&g["expiresAt"]), t2 + 600 * SEC);
+}
+
+#[tokio::test]
+async fn incr_ttl_is_create_only_in_the_standalone_route() {
+    incr_ttl_is_create_only(&Harness::new().await, false).await;
+}
+
+#[tokio::test]
+async fn incr_ttl_is_create_only_in_a_transaction() {
+    incr_ttl_is_create_only(&Harness::new().await, true).await;
+}
+
+#[tokio::test]
+async fn incr_ttl_is_create_only_on_a_file_across_a_restart() {
+    use queen_mock_broker::{ManualClock, MockBroker};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("queen.redb");
+    let clock = ManualClock::new();
+    let start = || async {
+        MockBroker::builder()
+            .data_file(&path)
+            .clock(clock.clone())
+            .start()
+            .await
+            .unwrap()
+    };
+    let h = Harness::with(start().await, clock.clone());
+    incr_ttl_is_create_only(&h, false).await;
+    let t0 = clock.now_micros();
+    let (_, first) = incr_expiry(&h, true, "kept", json!({"ttlSeconds": 30})).await;
+    assert_eq!(micros(&first), t0 + 30 * SEC);
+    h.broker.shutdown().await;
+
+    let h = Harness::with(start().await, clock.clone());
+    h.advance(10);
+    let (n, again) = incr_expiry(&h, false, "kept", json!({"ttlSeconds": 3600})).await;
+    assert_eq!((n, &again), (json!(2), &first), "the stored expiry is kept");
+    h.broker.shutdown().await;
 }
 
 #[tokio::test]
@@ -616,6 +735,70 @@ async fn expect_n_must_match_the_current_version_and_never_creates() {
     .await;
     assert_eq!(r["applied"], true, "{r}");
     assert_eq!(get(&h, "app", "k").await["found"], false);
+}
+
+/// An `expect` that finds no key loses with `reason: "absent"` and `version: 0` (the
+/// version `expect` calls "must not exist"), and creates nothing: queen-mq 2.6.0
+/// `tests/test_kv.py` `test_expect_on_an_absent_key_creates_nothing`. The same answer
+/// from the batch route, the `PUT` shorthand, a transaction's `kv` array, and for a key
+/// that has lapsed; a delete of an absent key too.
+#[tokio::test]
+async fn a_lost_op_on_an_absent_key_answers_version_0() {
+    let h = Harness::new().await;
+    let op = json!({"op": "put", "ns": "app", "key": "fence", "value": {"compensate": true},
+                    "ttlSeconds": 60, "expect": 42});
+    let before = h.broker.stats().commits;
+    let batch = one(&h, op.clone()).await;
+    let (s, shorthand) = put_route(
+        &h,
+        "/api/v1/kv/app/fence",
+        json!({"value": {"compensate": true}, "ttlSeconds": 60, "expect": 42}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{shorthand}");
+    assert_eq!(h.broker.stats().commits, before, "nothing was written");
+    let b = h.txn_ok(json!({ "kv": [op] })).await;
+    assert_eq!(b["success"], true, "not required: the rest commits: {b}");
+    let in_txn = b["results"][0].clone();
+    for (what, r) in [
+        ("batch", &batch),
+        ("shorthand", &shorthand),
+        ("transaction", &in_txn),
+    ] {
+        assert_eq!(r["applied"], false, "{what}: {r}");
+        assert_eq!(r["reason"], "absent", "{what}: {r}");
+        assert_eq!(r["version"], 0, "{what}: {r}");
+    }
+    assert_eq!(
+        get(&h, "app", "fence").await["found"],
+        false,
+        "nothing created"
+    );
+
+    let d = one(&h, json!({"op": "delete", "ns": "app", "key": "fence"})).await;
+    assert_eq!(
+        (&d["reason"], &d["version"]),
+        (&json!("absent"), &json!(0)),
+        "{d}"
+    );
+
+    // A lapsed key is absent: version 0, not the lapsed row's.
+    one(
+        &h,
+        json!({"op": "put", "ns": "app", "key": "brief", "value": 1, "ttlSeconds": 1}),
+    )
+    .await;
+    h.advance(2);
+    let r = one(
+        &h,
+        json!({"op": "put", "ns": "app", "key": "brief", "value": 2, "ttlSeconds": 1, "expect": 5}),
+    )
+    .await;
+    assert_eq!(
+        (&r["reason"], &r["version"]),
+        (&json!("absent"), &json!(0)),
+        "{r}"
+    );
 }
 
 // ---------------------------------------------------------------- expiry

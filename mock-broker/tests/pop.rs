@@ -199,6 +199,59 @@ async fn a_new_named_group_sees_only_what_arrives_after_it_subscribed() {
     assert_eq!(txns(&qm), ["m0", "m1", "after"]);
 }
 
+/// queen-mq 2.6.0 `tests/test_consume.py` (`test_consumer_group`, `test_retries`, …)
+/// consumes with `subscription_mode("from_beginning")` and, under pop autopilot, sends
+/// `autopilot=true` without a `batch`: both are accepted, on every pop route.
+#[tokio::test]
+async fn from_beginning_is_all_and_autopilot_is_accepted_on_every_pop_route() {
+    let h = Harness::new().await;
+    fill(&h, "q", "p", 2).await;
+    h.advance(1);
+    for (group, path) in [
+        ("a", "/api/v1/pop/queue/q"),
+        ("b", "/api/v1/pop/queue/q/partition/p"),
+    ] {
+        let p = h
+            .pop(&format!(
+                "{path}?autopilot=true&wait=false&timeout=30000&consumerGroup={group}&subscriptionMode=from_beginning"
+            ))
+            .await
+            .unwrap_or_else(|| panic!("{path}: nothing delivered"));
+        assert_eq!(txns(&p), ["m0", "m1"], "{path}: from the beginning");
+    }
+    // The discovery route too (the queue's namespace).
+    let (s, _) = h
+        .post(
+            "/api/v1/configure",
+            json!({"queue": "orders", "namespace": "shop"}),
+        )
+        .await;
+    assert_eq!(s, 200);
+    h.push_one("orders", "p", "o0", json!(1)).await;
+    h.advance(1);
+    let p = h
+        .pop("/api/v1/pop?namespace=shop&consumerGroup=c&subscriptionMode=from_beginning&autopilot=true")
+        .await
+        .unwrap();
+    assert_eq!(txns(&p), ["o0"]);
+    // Queue mode ignores the hint, as it does `all`.
+    let qm = h
+        .pop("/api/v1/pop/queue/q?subscriptionMode=from_beginning&autopilot=true&batch=10")
+        .await
+        .unwrap();
+    assert_eq!(txns(&qm), ["m0", "m1"]);
+    // The alias is exact: other spellings are still refused, as is a non-boolean autopilot.
+    for bad in [
+        "subscriptionMode=FROM_BEGINNING",
+        "subscriptionMode=beginning",
+        "autopilot=yes",
+    ] {
+        let (status, body) = h.get(&format!("/api/v1/pop/queue/q?{bad}")).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert_eq!(body["code"], "bad_request", "{bad}: {body}");
+    }
+}
+
 #[tokio::test]
 async fn subscription_from_a_time_starts_there() {
     let h = Harness::new().await;

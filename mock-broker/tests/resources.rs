@@ -136,9 +136,12 @@ async fn a_message_detail_says_where_it_stands_for_each_group() {
     let groups = d["consumerGroups"].as_array().unwrap();
     assert_eq!(groups[0]["name"], "g");
     assert_eq!(groups[0]["leaseId"], p["leaseId"]);
+    assert_eq!(groups[0]["consumed"], false, "leased, not committed");
 
     h.ack_msg(&p["messages"][0], "completed").await;
-    assert_eq!(h.get(&path).await.1["status"], "completed");
+    let (_, d) = h.get(&path).await;
+    assert_eq!(d["status"], "completed");
+    assert_eq!(d["consumerGroups"][0]["consumed"], true, "{d}");
     // A group that subscribes later in `new` mode starts past it: nothing to do there.
     h.advance(1);
     h.pop("/api/v1/pop/queue/q?consumerGroup=late&subscriptionMode=new")
@@ -168,6 +171,45 @@ async fn a_message_detail_says_where_it_stands_for_each_group() {
             "{bad}"
         );
     }
+}
+
+/// queen-mq 2.6.0 `tests/test_pop.py`
+/// `test_pop_with_commit_on_delivery_is_committed_at_delivery`: a pop with
+/// `autoAck=true` holds no lease and commits at delivery, so the message detail's one
+/// group row reads `consumed: true` with no lease; a message not yet popped, or popped
+/// under a lease, is not consumed.
+#[tokio::test]
+async fn a_message_popped_with_auto_ack_is_consumed_in_its_detail() {
+    let h = Harness::new().await;
+    h.push_one("q", "p", "m0", json!({"message": "Hello"}))
+        .await;
+    h.push_one("q", "p", "m1", json!(2)).await;
+    let p = h
+        .pop("/api/v1/pop/queue/q?batch=1&wait=true&timeout=30000&autoAck=true")
+        .await
+        .unwrap();
+    assert_eq!(p["messages"][0]["leaseId"], "", "no lease: {p}");
+    let pid = p["messages"][0]["partitionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (s, d) = h.get(&format!("/api/v1/messages/{pid}/m0")).await;
+    assert_eq!(s, 200, "{d}");
+    let groups = d["consumerGroups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{d}");
+    assert_eq!(groups[0]["consumed"], true, "committed at delivery: {d}");
+    assert_eq!(groups[0]["leaseExpiresAt"], Value::Null, "{d}");
+    assert_eq!(groups[0]["status"], "completed", "{d}");
+
+    let (_, d) = h.get(&format!("/api/v1/messages/{pid}/m1")).await;
+    assert_eq!(
+        d["consumerGroups"][0]["consumed"], false,
+        "not popped yet: {d}"
+    );
+    h.pop("/api/v1/pop/queue/q?batch=1").await.unwrap();
+    let (_, d) = h.get(&format!("/api/v1/messages/{pid}/m1")).await;
+    assert_eq!(d["consumerGroups"][0]["consumed"], false, "leased: {d}");
+    assert!(d["consumerGroups"][0]["leaseExpiresAt"].is_string(), "{d}");
 }
 
 #[tokio::test]

@@ -210,7 +210,7 @@ pub enum KvOp {
         key: String,
         /// The step and the bounds of the result.
         step: Step,
-        /// How long the row lives.
+        /// How long a row this incr creates lives; a live row keeps its own expiry.
         expiry: Expiry,
         /// A lost precondition rolls the whole call back.
         required: bool,
@@ -516,22 +516,27 @@ fn expect_holds(expect: Option<u64>, current: Option<&KvRow>) -> Option<LostReas
     }
 }
 
-/// Writes a row with a new broker-wide version.
+/// When a row written now with `expiry` lapses (`None`: never).
+fn expires_at(now: Micros, expiry: Expiry) -> Option<Micros> {
+    match expiry {
+        Expiry::Ttl(s) => Some(now.saturating_add(s.saturating_mul(1_000_000))),
+        Expiry::Forever => None,
+    }
+}
+
+/// Writes a row with a new broker-wide version, lapsing at `expires_at`.
 fn write(
     tx: &mut Tx,
     tenant: &str,
     (ns, key): (&str, &str),
-    expiry: Expiry,
+    expires_at: Option<Micros>,
     value: String,
 ) -> Result<KvRow, StoreError> {
     let version = next_counter(tx, "kv_version")?;
     let row = KvRow {
         value,
         version,
-        expires_at: match expiry {
-            Expiry::Ttl(s) => Some(tx.now.saturating_add(s.saturating_mul(1_000_000))),
-            Expiry::Forever => None,
-        },
+        expires_at,
         updated_at: tx.now,
     };
     tx.put(T::Kv, row_key(tenant, ns, key), &row);
@@ -582,7 +587,10 @@ pub fn apply(tx: &mut Tx, tenant: &str, op: &KvOp) -> Result<KvResult, StoreErro
             let cur = live_row(tx, tenant, ns, key)?;
             match expect_holds(*expect, cur.as_ref()) {
                 Some(reason) => lose(key, reason, cur),
-                None => written(key, write(tx, tenant, (ns, key), *expiry, value.clone())?),
+                None => {
+                    let at = expires_at(tx.now, *expiry);
+                    written(key, write(tx, tenant, (ns, key), at, value.clone())?)
+                }
             }
         }
         KvOp::PutIfAbsent {
@@ -593,7 +601,10 @@ pub fn apply(tx: &mut Tx, tenant: &str, op: &KvOp) -> Result<KvResult, StoreErro
             ..
         } => match live_row(tx, tenant, ns, key)? {
             Some(cur) => lose(key, LostReason::Exists, Some(cur)),
-            None => written(key, write(tx, tenant, (ns, key), *expiry, value.clone())?),
+            None => {
+                let at = expires_at(tx.now, *expiry);
+                written(key, write(tx, tenant, (ns, key), at, value.clone())?)
+            }
         },
         KvOp::Delete {
             ns, key, expect, ..
@@ -644,7 +655,16 @@ pub fn apply(tx: &mut Tx, tenant: &str, op: &KvOp) -> Result<KvResult, StoreErro
                     lose(key, LostReason::Limit, cur)
                 }
                 Some(Some(n)) => {
-                    written(key, write(tx, tenant, (ns, key), *expiry, n.to_string())?)
+                    // The expiry of an incr is create-only: it applies when the incr
+                    // creates the row (an absent key, or one whose expiry lapsed), and a
+                    // live row keeps its own, so a fixed-window counter's window closes
+                    // however often it is counted (queen-mq 2.6.0 `tests/test_kv.py`
+                    // `test_incr_does_not_extend_a_live_ttl`).
+                    let at = match &cur {
+                        Some(live) => live.expires_at,
+                        None => expires_at(tx.now, *expiry),
+                    };
+                    written(key, write(tx, tenant, (ns, key), at, n.to_string())?)
                 }
             }
         }

@@ -120,6 +120,9 @@ pub struct GroupView {
     pub cursor: u64,
     /// The message's status for it.
     pub status: MessageStatus,
+    /// Whether its cursor is past the message: committed (acked, dead-lettered, or
+    /// popped with `autoAck`), never delivered to it again.
+    pub consumed: bool,
     /// Its live lease on the partition, if any.
     pub lease: Option<(String, Micros)>,
     /// Times the message was delivered to it since its cursor last moved.
@@ -275,6 +278,7 @@ pub fn message(
             name,
             cursor: c.cursor,
             status,
+            consumed: offset < c.cursor,
             deliveries: st.map_or(0, |s| s.deliveries).max(dead.unwrap_or(0)),
             failures: st.map_or(0, |s| s.failures).max(dead.unwrap_or(0)),
         });

@@ -137,12 +137,14 @@ fn parse_pop(target: Target, p: &Params) -> Result<(PopRequest, Option<Duration>
     let wait = p.bool("wait", false)?;
     let timeout = p.int("timeout", 30_000, 0, 3_600_000)?;
     let group = p.get("consumerGroup").unwrap_or(QUEUE_MODE).to_string();
+    // `from_beginning` is what the official clients send for `all` (queen-mq 2.6.0
+    // `subscription_mode("from_beginning")`): an alias, the same start.
     let mode = match p.get("subscriptionMode") {
         None | Some("new") => StartAt::New,
-        Some("all") => StartAt::All,
+        Some("all" | "from_beginning") => StartAt::All,
         Some(m) => {
             return Err(ApiError::bad_request(format!(
-                "subscriptionMode must be new or all, got {m:?}"
+                "subscriptionMode must be new, all or from_beginning, got {m:?}"
             )));
         }
     };
@@ -161,6 +163,11 @@ fn parse_pop(target: Target, p: &Params) -> Result<(PopRequest, Option<Duration>
         Some(_) => Some(p.int("leaseSeconds", 0, 1, 31_536_000)?),
     };
     let partitions = p.int("partitions", 1, 1, 1_000)? as usize;
+    // Pop autopilot (queen-mq 2.6.0 `utils/autopilot.py`): a client that leaves
+    // `batch` or `partitions` unset sends `autopilot=true` and omits them, for the
+    // broker to size. This broker sizes such a pop with its defaults (batch 200,
+    // partitions 1) and sends no `autopilot` echo, which the client reads as "no
+    // advice"; a value that is not a boolean is still refused.
     p.bool("autopilot", false)?;
     let req = PopRequest {
         target,

@@ -188,6 +188,9 @@ fn status_str(s: MessageStatus) -> &'static str {
 struct GroupBody<'a> {
     name: &'a str,
     status: &'static str,
+    /// The group's cursor is past the message (committed; queen-mq 2.6.0
+    /// `tests/test_pop.py` `test_pop_with_commit_on_delivery_is_committed_at_delivery`).
+    consumed: bool,
     cursor: u64,
     lease_id: Option<&'a str>,
     lease_expires_at: Option<String>,
@@ -200,6 +203,7 @@ impl<'a> From<&'a GroupView> for GroupBody<'a> {
         GroupBody {
             name: &g.name,
             status: status_str(g.status),
+            consumed: g.consumed,
             cursor: g.cursor,
             lease_id: g.lease.as_ref().map(|(id, _)| id.as_str()),
             lease_expires_at: g.lease.as_ref().map(|(_, at)| format_iso(*at)),

@@ -343,7 +343,7 @@ pub struct KvResultWire<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     value: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    version: Option<Option<u64>>,
+    version: Option<u64>,
 }
 
 impl KvResultWire<'_> {
@@ -384,7 +384,7 @@ pub fn result(kind: KvKind, r: &KvResult) -> KvResultWire<'_> {
             key: Some(key),
             updated_at: Some(format_iso(r.updated_at)),
             value: Some(raw(&r.value)),
-            version: Some(Some(r.version)),
+            version: Some(r.version),
             ..base
         },
         KvResult::Many { rows, missing } => KvResultWire {
@@ -411,7 +411,7 @@ pub fn result(kind: KvKind, r: &KvResult) -> KvResultWire<'_> {
             applied: Some(true),
             key: Some(key),
             value: Some(raw(value)),
-            version: Some(Some(*version)),
+            version: Some(*version),
             ..base
         },
         KvResult::Deleted { key } => KvResultWire {
@@ -419,10 +419,13 @@ pub fn result(kind: KvKind, r: &KvResult) -> KvResultWire<'_> {
             key: Some(key),
             ..base
         },
+        // A result about an absent (or expired) key answers `version: 0`, as Queen 2
+        // does: 0 is the version `expect` names "must not exist" by (queen-mq 2.6.0
+        // `tests/test_kv.py` `test_expect_on_an_absent_key_creates_nothing`).
         KvResult::Checked { key, version } => KvResultWire {
             applied: Some(true),
             key: Some(key),
-            version: Some(*version),
+            version: Some(version.unwrap_or(0)),
             ..base
         },
         KvResult::Lost { key, lost } => KvResultWire {
@@ -430,7 +433,7 @@ pub fn result(kind: KvKind, r: &KvResult) -> KvResultWire<'_> {
             key: Some(key),
             reason: Some(lost.reason.as_str()),
             value: lost.current.as_ref().map(|r| raw(&r.value)),
-            version: lost.current.as_ref().map(|r| Some(r.version)),
+            version: Some(lost.current.as_ref().map_or(0, |r| r.version)),
             ..base
         },
     }
