@@ -120,8 +120,20 @@ pub fn spec_section(id: &str) -> &'static str {
             "wire.md §4a Consumer progress (Subscription), §4 Pop",
         ),
         (
+            "core.cursor.subscription.from-beginning",
+            "wire.md §4 Pop (subscriptionMode), §4a; queen-mq 2.6.0 (Python) tests/test_consume.py",
+        ),
+        (
             "core.cursor",
             "wire.md §4a Consumer progress: ack as commit, §5 Ack",
+        ),
+        (
+            "core.kv.incr-ttl",
+            "wire.md §9 KV; queen-mq 2.6.0 (Python) tests/test_kv.py",
+        ),
+        (
+            "core.kv.absent-version",
+            "wire.md §9 KV; queen-mq 2.6.0 (Python) tests/test_kv.py",
         ),
         (
             "txn.cursor",
@@ -139,6 +151,10 @@ pub fn spec_section(id: &str) -> &'static str {
         ("txn.rollback", "transaction.md Rollback reasons"),
         ("txn.retry", "transaction.md Retries"),
         ("txn.kv", "transaction.md KV operations"),
+        (
+            "txn.kv.incr-ttl",
+            "transaction.md KV operations; wire.md §9 KV; queen-mq 2.6.0 (Python) tests/test_kv.py",
+        ),
         ("txn.timers", "transaction.md Timer operations, Limits"),
         ("txn.positions", "transaction.md Positions; wire.md §7"),
         ("txn.example", "transaction.md Example"),
@@ -163,6 +179,10 @@ pub fn spec_section(id: &str) -> &'static str {
         (
             "surface.groups",
             "mock-broker/ROUTES.md §4.4, §4.5 Consumer groups; queen-mq 2.7.0 tests/admin.rs",
+        ),
+        (
+            "surface.messages.detail",
+            "mock-broker/ROUTES.md §3.2 GET /api/v1/messages/{partitionId}/{transactionId}; queen-mq 2.6.0 (Python) tests/test_pop.py",
         ),
         (
             "surface.messages",

@@ -745,6 +745,40 @@ fn pop() -> Vec<Case> {
             }
         ),
         case!(
+            "core.pop.autopilot",
+            Must,
+            "`autopilot` | — | `true`: size the omitted `batch`/`partitions` (a broker may apply the defaults). The Python client `queen-mq` 2.6.0 sends `autopilot=true` on every pop and consume that leaves `batch` or `partitions` unset (`queen/utils/autopilot.py`; every consume of its `tests/test_consume.py`).",
+            [Core],
+            |cx: Ctx| async move {
+                let (q, g) = (cx.name("q"), cx.name("g"));
+                push_ids(&cx, &q, "p", &["m0", "m1", "m2"]).await?;
+                // What the client sends with nothing sized: no batch, no partitions.
+                let p = cx
+                    .get(&format!(
+                        "/api/v1/pop/queue/{q}?autopilot=true&wait=false&timeout=30000"
+                    ))
+                    .await?;
+                expect_status(&p, 200)?;
+                let got = txn_ids(&msgs(&Some(p.body.clone())));
+                expect(
+                    !got.is_empty()
+                        && got[..] == [json!("m0"), json!("m1"), json!("m2")][..got.len()],
+                    "a queue-mode pop with autopilot=true and no batch: the first messages, in order",
+                    format!("{got:?}"),
+                )?;
+                // A pinned batch is the user's and is kept.
+                let pinned = msgs(
+                    &cx.pop(&pop_path(&q, &g, "&autopilot=true&batch=2&wait=false"))
+                        .await?,
+                );
+                expect_eq(
+                    "a named group's pop with autopilot=true&batch=2",
+                    json!(["m0", "m1"]),
+                    &json!(txn_ids(&pinned)),
+                )
+            }
+        ),
+        case!(
             "core.pop.lease-expiry-redelivers",
             Must,
             "A batch is the contiguous run of offsets delivered under a lease. When a lease expires, its unacked messages are delivered again, in order",
@@ -1248,6 +1282,110 @@ fn kv_cases() -> Vec<Case> {
                     .clone();
                 expect_eq("applied on a string", false, &r["applied"])?;
                 expect_eq("reason", "type", &r["reason"])
+            }
+        ),
+        case!(
+            "core.kv.incr-ttl-create-only",
+            Must,
+            "`incr` | `ns, key, delta, min?, max?, ttlSeconds` or `forever`: the expiry of an incr is create-only, it applies when the incr creates the key and never extends a live key, so a fixed-window limiter's window closes under load (queen-mq 2.6.0 (Python) `tests/test_kv.py` `test_incr_does_not_extend_a_live_ttl`: incr with `ttl_seconds=2`, then with 3600: `expiresAt` unchanged)",
+            [Core, Kv],
+            |cx: Ctx| async move {
+                let ns = cx.ns("kv");
+                let incr = |expiry: Value| {
+                    let mut op = json!({"op": "incr", "ns": ns, "key": "limit:window", "delta": 1});
+                    let field = if expiry.is_boolean() {
+                        "forever"
+                    } else {
+                        "ttlSeconds"
+                    };
+                    op[field] = expiry;
+                    json!([op])
+                };
+                let r = kv(&cx, incr(json!(2))).await?["results"][0].clone();
+                expect_eq("the first incr: applied", true, &r["applied"])?;
+                let first = kv_get(&cx, &ns, "limit:window").await?;
+                expect(
+                    first["expiresAt"].as_str().and_then(iso_micros).is_some(),
+                    "expiresAt a time (the incr created the key with ttlSeconds: 2)",
+                    first.to_string(),
+                )?;
+                for (what, expiry, value) in [
+                    ("ttlSeconds: 3600", json!(3600), 2),
+                    ("forever: true", json!(true), 3),
+                ] {
+                    let r = kv(&cx, incr(expiry)).await?["results"][0].clone();
+                    expect_eq(
+                        &format!("an incr with {what}: applied"),
+                        true,
+                        &r["applied"],
+                    )?;
+                    let now = kv_get(&cx, &ns, "limit:window").await?;
+                    expect_eq(
+                        &format!("the value after the incr with {what}"),
+                        value,
+                        &now["value"],
+                    )?;
+                    expect_eq(
+                        &format!("expiresAt after an incr with {what} (a live key keeps its own)"),
+                        first["expiresAt"].clone(),
+                        &now["expiresAt"],
+                    )?;
+                }
+                Ok(())
+            }
+        ),
+        case!(
+            "core.kv.incr-ttl-recreates",
+            Must,
+            "`incr` | … | an absent or expired key counts from 0: an incr that re-creates a key whose expiry lapsed applies its own `ttlSeconds` (the expiry of an incr is create-only; queen-mq 2.6.0 (Python) `tests/test_kv.py` `test_incr_does_not_extend_a_live_ttl`)",
+            [Core, Kv, Time],
+            |cx: Ctx| async move {
+                let ns = cx.ns("kv");
+                let incr = |ttl: i64| json!([{"op": "incr", "ns": ns, "key": "n", "delta": 1, "ttlSeconds": ttl}]);
+                kv(&cx, incr(1)).await?;
+                let first = kv_get(&cx, &ns, "n").await?["expiresAt"].clone();
+                tokio::time::sleep(Duration::from_millis(2_100)).await;
+                let r = kv(&cx, incr(3600)).await?["results"][0].clone();
+                expect_eq("an incr after the key lapsed: applied", true, &r["applied"])?;
+                expect_eq("its value (from 0)", 1, &r["value"])?;
+                let again = kv_get(&cx, &ns, "n").await?["expiresAt"].clone();
+                let (a, b) = (
+                    first.as_str().and_then(iso_micros),
+                    again.as_str().and_then(iso_micros),
+                );
+                expect(
+                    matches!((a, b), (Some(a), Some(b)) if b - a > 3_000_000_000),
+                    "the re-created key expires about 3600 s after the incr (its ttlSeconds applies)",
+                    format!("expiresAt {first} then {again}"),
+                )
+            }
+        ),
+        case!(
+            "core.kv.absent-version-zero",
+            Must,
+            "`expect: N` means its current version must be N (it never creates); a result about an absent key answers `version: 0`, the version `expect` calls \"must not exist\" (queen-mq 2.6.0 (Python) `tests/test_kv.py` `test_expect_on_an_absent_key_creates_nothing`: `applied` false, `reason` \"absent\", `version` 0, and a get finds nothing)",
+            [Core, Kv],
+            |cx: Ctx| async move {
+                let ns = cx.ns("kv");
+                let put = json!({"op": "put", "ns": ns, "key": "fence:absent",
+                                 "value": {"compensate": true}, "ttlSeconds": 60, "expect": 42});
+                let r = kv(&cx, json!([put])).await?["results"][0].clone();
+                expect_eq("applied", false, &r["applied"])?;
+                expect_eq("reason", "absent", &r["reason"])?;
+                expect_eq("version", 0, &r["version"])?;
+                expect_kv_absent(&cx, &ns, "fence:absent")
+                    .await
+                    .map_err(|f| {
+                        Failure::new("an expect that matched nothing creates nothing", f.actual)
+                    })?;
+                let d = kv(
+                    &cx,
+                    json!([{"op": "delete", "ns": ns, "key": "fence:absent"}]),
+                )
+                .await?["results"][0]
+                    .clone();
+                expect_eq("a delete of the absent key: reason", "absent", &d["reason"])?;
+                expect_eq("a delete of the absent key: version", 0, &d["version"])
             }
         ),
         case!(

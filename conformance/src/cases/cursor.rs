@@ -784,6 +784,42 @@ fn subscription() -> Vec<Case> {
             }
         ),
         case!(
+            "core.cursor.subscription.from-beginning",
+            Must,
+            "`subscriptionMode` | `new` | … `all` = from the beginning. The Python client `queen-mq` 2.6.0 names it `from_beginning` (`subscription_mode(\"from_beginning\")`, sent as `subscriptionMode=from_beginning` with `autopilot=true`: `tests/test_consume.py` `test_consumer_group`, `test_consumer_group_with_partition`, `test_retries`, `test_retries_consumer_group`, `test_auto_renew_lease`): the same start as `all`, on the queue and the partition routes.",
+            [Core, Cursor],
+            |cx: Ctx| async move {
+                let (q, g, g2) = (cx.name("q"), cx.name("g"), cx.name("g2"));
+                push_ids(&cx, &q, "p1", &["old"]).await?;
+                let hint = "&subscriptionMode=from_beginning&autopilot=true";
+                let seen = drain(&cx, &q, &g, hint, 1, 3).await?;
+                expect_eq(
+                    "delivered in from_beginning mode",
+                    json!(["old"]),
+                    &json!(seen),
+                )?;
+                push_ids(&cx, &q, "p2", &["later"]).await?;
+                let seen = drain(&cx, &q, &g, "", 1, 3).await?;
+                expect_eq(
+                    "delivered from a later partition",
+                    json!(["later"]),
+                    &json!(seen),
+                )?;
+                // The partition route, as `consume()` of one partition sends it.
+                let r = cx
+                    .get(&format!(
+                        "/api/v1/pop/queue/{q}/partition/p1?autopilot=true&batch=100&wait=false&timeout=30000&consumerGroup={g2}&subscriptionMode=from_beginning"
+                    ))
+                    .await?;
+                expect_status(&r, 200)?;
+                expect_eq(
+                    "a second group's pop of p1 in from_beginning mode",
+                    json!(["old"]),
+                    &json!(txn_ids(&msgs(&Some(r.body)))),
+                )
+            }
+        ),
+        case!(
             "core.cursor.subscription.from",
             Must,
             SUBSCRIPTION,

@@ -5,6 +5,11 @@
 //! a dead letter retried (pushed again) or deleted; a live message is "not found" for
 //! both.
 //!
+//! The message detail (`ROUTES.md` 3.2) says for each group whether it `consumed` the
+//! message, as the Python client's test of a pop committed at delivery reads it
+//! (`queen-mq` 2.6.0 (Python) `tests/test_pop.py`
+//! `test_pop_with_commit_on_delivery_is_committed_at_delivery`).
+//!
 //! The cases need [`Capability::Admin`](crate::case::Capability::Admin).
 
 use serde_json::{Value, json};
@@ -18,6 +23,9 @@ use crate::ctx::{Ctx, Resp, expect, expect_eq, expect_status};
 const RETRY: &str = "POST /api/v1/messages/{partitionId}/{transactionId}/retry replays a dead letter: the message (payload, transactionId) is pushed again to its partition as a new message at the next offset, its dead-letter rows are removed, and acks by its transactionId then reach the replay. Retry acts on dead letters only: for a live message it is 404 and pushes nothing.";
 /// Delete.
 const DELETE: &str = "DELETE /api/v1/messages/{partitionId}/{transactionId} removes the message's dead-letter rows (`{success: true, transactionId, deadLettersRemoved}`) and delivers nothing again; a second delete finds nothing (404), and a live message is 404 too: only dead letters can be deleted by hand.";
+
+/// Consumed.
+const CONSUMED: &str = "GET /api/v1/messages/{partitionId}/{transactionId} gives each group of `consumerGroups` a `consumed` flag: `true` once the group's cursor is past the message, so a pop with `autoAck=true` (the client's `commit_on_delivery()`) holds no lease (`leaseId` empty) and its message reads `consumed: true` with `leaseExpiresAt: null` at once; a message not popped yet, or popped under a lease, is not consumed.";
 
 /// `/api/v1/messages/{partitionId}/{transactionId}` of a popped message.
 fn address(m: &Value) -> String {
@@ -76,6 +84,63 @@ async fn dead_letter(cx: &Ctx, q: &str, g: &str) -> Result<Vec<Value>, Failure> 
 /// The cases of this module.
 pub fn cases() -> Vec<Case> {
     vec![
+        case!(
+            "surface.messages.detail.consumed",
+            Must,
+            CONSUMED,
+            [Core, Admin],
+            |cx: Ctx| async move {
+                let q = cx.name("q");
+                push_ids(&cx, &q, "p", &["hello", "next"]).await?;
+                // What `pop()` with `commit_on_delivery()` and `batch(1)`, `wait(True)` sends.
+                let p = cx
+                    .pop(&format!(
+                        "/api/v1/pop/queue/{q}?batch=1&wait=true&timeout=30000&autoAck=true"
+                    ))
+                    .await?;
+                let m = msgs(&p);
+                expect_eq("the pop", json!(["hello"]), &json!(txn_ids(&m)))?;
+                expect(
+                    m[0]["leaseId"].as_str().is_none_or(str::is_empty),
+                    "no lease on a pop committed at delivery",
+                    format!("leaseId {}", m[0]["leaseId"]),
+                )?;
+                let r = cx.get(&address(&m[0])).await?;
+                expect_status(&r, 200)?;
+                let groups = r.body["consumerGroups"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                expect(
+                    groups.len() == 1,
+                    "one row in consumerGroups (the queue-mode consumer)",
+                    r.body["consumerGroups"].to_string(),
+                )?;
+                expect_eq("consumerGroups[0].consumed", true, &groups[0]["consumed"])?;
+                expect_eq(
+                    "consumerGroups[0].leaseExpiresAt",
+                    Value::Null,
+                    &groups[0]["leaseExpiresAt"],
+                )?;
+                // The next one, popped under a lease: not consumed until acked.
+                let n = msgs(&cx.pop(&format!("/api/v1/pop/queue/{q}?batch=1")).await?);
+                expect_eq("the second pop", json!(["next"]), &json!(txn_ids(&n)))?;
+                let r = cx.get(&address(&n[0])).await?;
+                expect_status(&r, 200)?;
+                expect_eq(
+                    "consumerGroups[0].consumed of a leased message",
+                    false,
+                    &r.body["consumerGroups"][0]["consumed"],
+                )?;
+                ack(&cx, ack_of(&n[0], "completed")).await?;
+                let r = cx.get(&address(&n[0])).await?;
+                expect_eq(
+                    "consumerGroups[0].consumed once acked",
+                    true,
+                    &r.body["consumerGroups"][0]["consumed"],
+                )
+            }
+        ),
         case!(
             "surface.messages.retry.dead-letter",
             Must,

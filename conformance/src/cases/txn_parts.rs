@@ -573,6 +573,53 @@ fn kv_cases() -> Vec<Case> {
             }
         ),
         case!(
+            "txn.kv.incr-ttl-create-only",
+            Must,
+            "Every put, putIfAbsent and incr carries exactly one expiry: ttlSeconds (an integer greater than 0) or forever: true. The expiry of an incr is create-only, inside a transaction as on POST /api/v1/kv: it applies when the incr creates the key, and a live key keeps its own (queen-mq 2.6.0 (Python) `tests/test_kv.py` `test_incr_does_not_extend_a_live_ttl`).",
+            [Core, Kv],
+            |cx: Ctx| async move {
+                let ns = cx.ns("kv");
+                let incr = |expiry: (&str, Value)| {
+                    let mut op = json!({"op": "incr", "ns": ns, "key": "window", "delta": 1});
+                    op[expiry.0] = expiry.1;
+                    json!({ "kv": [op] })
+                };
+                let out = commit(&cx, incr(("ttlSeconds", json!(2)))).await?;
+                expect_eq(
+                    "the first incr: applied",
+                    true,
+                    &result(&out, 0)?["applied"],
+                )?;
+                let first = kv_get(&cx, &ns, "window").await?;
+                expect(
+                    first["expiresAt"].as_str().and_then(iso_micros).is_some(),
+                    "expiresAt a time (the incr created the key with ttlSeconds: 2)",
+                    first.to_string(),
+                )?;
+                for (what, expiry) in [
+                    ("ttlSeconds: 3600", ("ttlSeconds", json!(3600))),
+                    ("forever: true", ("forever", json!(true))),
+                ] {
+                    let out = commit(&cx, incr(expiry)).await?;
+                    expect_eq(
+                        &format!("an incr with {what}: applied"),
+                        true,
+                        &result(&out, 0)?["applied"],
+                    )?;
+                    expect_eq(
+                        &format!("expiresAt after an incr with {what} (a live key keeps its own)"),
+                        first["expiresAt"].clone(),
+                        &kv_get(&cx, &ns, "window").await?["expiresAt"],
+                    )?;
+                }
+                expect_eq(
+                    "the counter",
+                    3,
+                    &kv_get(&cx, &ns, "window").await?["value"],
+                )
+            }
+        ),
+        case!(
             "txn.kv.versions-increase",
             Must,
             "`version` is a broker-wide increasing number, new on every write.",
