@@ -413,7 +413,8 @@ impl KvStore {
 
     /// Adds `delta` to the number at `ns/key` (an absent key counts from 0) and answers
     /// the new value in [`KvWrite::value`]. For bounds, use [`KvStore::batch`] with
-    /// [`Incr::min`] and [`Incr::max`].
+    /// [`Incr::min`] and [`Incr::max`]. `ttl` applies only when the `incr` creates the
+    /// key (a fixed window; see [`Kv::incr`]).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

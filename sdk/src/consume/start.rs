@@ -30,8 +30,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StartAt {
-    /// Every message still stored, from the first (`subscriptionMode=all`): a worker
-    /// deployed after its producers processes their backlog.
+    /// Every message still stored, from the first (`subscriptionMode=all`; Queen 2's
+    /// clients call it `from_beginning`): a worker deployed after its producers
+    /// processes their backlog.
     Beginning,
     /// Only messages that arrive after the group's first pop (`subscriptionMode=new`):
     /// the backlog is skipped, on purpose.

@@ -389,6 +389,11 @@ impl Kv {
     /// Adds `delta` to a number (an absent key counts from 0); the result's `value` is
     /// the new number. Bound it with [`Incr::min`] and [`Incr::max`].
     ///
+    /// `ttl` applies only when the `incr` creates the key (or creates it again after it
+    /// lapsed): it never extends a live key's expiry, as in Queen 2. So a counter with
+    /// a TTL is a fixed window (a rate limiter's window closes on time however busy it
+    /// is), not one that slides with each increment.
+    ///
     /// ```
     /// # use queen_sdk::Ttl;
     /// # #[tokio::main(flavor = "current_thread")]
