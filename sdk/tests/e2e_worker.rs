@@ -1368,3 +1368,102 @@ async fn a_step_the_broker_forbids_stops_the_worker_with_an_error() {
     );
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_step_that_dead_letters_its_message_is_counted_dead_lettered_not_committed() {
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let client = client(&broker);
+    push(
+        &client,
+        "invalid",
+        "Default",
+        &[serde_json::json!({"n": 1})],
+    )
+    .await;
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let observed = outcomes.clone();
+    let summary = client
+        .worker::<Job>("invalid")
+        .on_settled(move |_, o| observed.lock().unwrap().push(o.clone()))
+        .run_until_idle(|d, _step| async move {
+            Ok::<_, String>(d.step_with(queen_sdk::AckStatus::Dlq))
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (summary.committed, summary.dead_lettered),
+        (0, 1),
+        "{summary}"
+    );
+    assert!(
+        matches!(outcomes.lock().unwrap()[..], [Outcome::DeadLettered { .. }]),
+        "{summary}"
+    );
+    let dead = client.dlq::<Job>(DlqQuery::queue("invalid")).await.unwrap();
+    assert_eq!(dead.messages.len(), 1);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_refusal_whose_handler_fails_is_still_counted_refused() {
+    let (broker, client) = stocked(0).await;
+    push(
+        &client,
+        "refused-err",
+        "Default",
+        &[serde_json::json!({"n": 1})],
+    )
+    .await;
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let observed = outcomes.clone();
+    let summary = tokio::time::timeout(
+        Duration::from_secs(20),
+        client
+            .worker::<Job>("refused-err")
+            .on_settled(move |_, o| observed.lock().unwrap().push(o.clone()))
+            .on_refused(
+                |_d, _gate| async move { Err::<TransactionBuilder, _>("out of stock: later") },
+            )
+            .run_until_idle(|_d, step| async move {
+                Ok::<_, String>(
+                    step.kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required()),
+                )
+            }),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    // Refused at each delivery (the default retry limit: 3 failures, then the dead
+    // letter); never committed, never done, never `failed` as a handler error.
+    assert_eq!(
+        (summary.committed, summary.already_done, summary.failed),
+        (0, 0, 0),
+        "{summary}"
+    );
+    assert_eq!(
+        summary.refused + summary.dead_lettered,
+        summary.processed,
+        "{summary}"
+    );
+    let first = &outcomes.lock().unwrap()[0];
+    assert!(
+        matches!(
+            first,
+            Outcome::Refused {
+                transaction_id: None,
+                ..
+            }
+        ),
+        "{first:?}"
+    );
+    let dead = client
+        .dlq::<Job>(DlqQuery::queue("refused-err"))
+        .await
+        .unwrap();
+    let reason = dead.messages[0].error_message.clone().unwrap_or_default();
+    assert!(
+        reason.contains("out of stock: later") && reason.contains("condition"),
+        "{reason}"
+    );
+    broker.shutdown().await;
+}

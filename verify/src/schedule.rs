@@ -538,6 +538,11 @@ pub struct ParseScheduleError(String);
 /// weights (0 turns a kind off), the routes' weights, at most how many faults per
 /// schedule, and up to which call ordinal.
 ///
+/// The default plan faults transactions, pops, and standalone acks and pushes; not
+/// [`Route::Other`] (timers, locks, administration, health): a worker that takes locks
+/// or calls other routes adds `.route(Route::Other, n)` to be proven under their faults
+/// too (all of them share one call counter, `other#N`).
+///
 /// Each schedule draws 0 to [`FaultPlan::max_faults`] faults; each fault picks a
 /// route and a kind by weight and a call ordinal from 1 to [`FaultPlan::max_nth`]
 /// (by default the number of inputs plus 2, so most faults land on calls that

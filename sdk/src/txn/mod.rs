@@ -313,6 +313,9 @@ impl TransactionBuilder {
     /// writes nothing. The broker names the first gate that fails in the order the KV
     /// operations were added, so put `once` before the step's other gates (a stock
     /// condition its first run changed would otherwise answer first, as a refusal).
+    /// The marker's `ttl` is how long a second run is recognized as done: choose it
+    /// longer than any redelivery or producer duplicate can arrive ([`Ttl::Forever`]
+    /// for duplicates a producer may send at any time).
     /// What the broker checks before the KV operations fires first, though: a fenced
     /// ack whose lease is gone (`rejected_ack`) or a push whose `transactionId` is
     /// already stored (`duplicate`) rolls the step back as [`Error::RolledBack`].

@@ -303,13 +303,14 @@ async fn one<T: DeserializeOwned + Send + 'static>(
         };
         // A gate refused the step: the refusal handler decides, or it is acked failed.
         let (Some(on_refused), Some(raw), true) = (&lanes.refused, again, decoded) else {
-            return settle::refuse(&lanes.client, &lanes.tally, &head, keeper, gate).await;
+            return settle::refuse(&lanes.client, &lanes.tally, &head, keeper, gate, None).await;
         };
         let msg = match decode_payload::<T>(raw) {
             Ok(msg) => msg,
             // It decoded a moment ago; should it not now, the refusal stands.
             Err(_) => {
-                return settle::refuse(&lanes.client, &lanes.tally, &head, keeper, gate).await;
+                return settle::refuse(&lanes.client, &lanes.tally, &head, keeper, gate, None)
+                    .await;
             }
         };
         let delivery = Delivery {
@@ -319,8 +320,17 @@ async fn one<T: DeserializeOwned + Send + 'static>(
         let task = tokio::spawn(on_refused(delivery, gate.clone()).in_current_span());
         let step = match handled(lanes, task).await {
             Ok(step) => step,
+            // Its handler failed: still a refusal (acked `failed`), with why.
             Err(why) => {
-                return settle::fail(&lanes.client, &lanes.tally, &head, keeper, &why).await;
+                return settle::refuse(
+                    &lanes.client,
+                    &lanes.tally,
+                    &head,
+                    keeper,
+                    gate,
+                    Some(&why),
+                )
+                .await;
             }
         };
         match settle::commit(
@@ -336,7 +346,7 @@ async fn one<T: DeserializeOwned + Send + 'static>(
             Step::Settled(outcome) => outcome,
             // The refusal's own step refused too: no second round.
             Step::Refused(gate) => {
-                settle::refuse(&lanes.client, &lanes.tally, &head, keeper, gate).await
+                settle::refuse(&lanes.client, &lanes.tally, &head, keeper, gate, None).await
             }
         }
     }

@@ -382,8 +382,10 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     /// `incr(-qty).min(0).required()`). `handler` gets the delivery again and the
     /// [`Gate`] that refused, and answers the step to commit instead: `msg.step().push(..)`
     /// settles it another way (a rejection pushed, the message acked),
-    /// `msg.step_with(AckStatus::Dlq).push(..)` dead-letters it with the rejection, an
-    /// error acks it `failed` (it comes back). Its committed step is
+    /// `msg.step_with(AckStatus::Dlq).push(..)` dead-letters it with the rejection,
+    /// `msg.step_with(AckStatus::Retry)` gives it back without using an attempt, an
+    /// error acks it `failed` with the gate and the error as the reason (it comes back;
+    /// still counted as refused). Its committed step is
     /// [`Outcome::Refused`] with its `transaction_id`, counted in [`Summary::refused`] (or
     /// [`Summary::dead_lettered`] if it acked the message `dlq`), never as committed or
     /// done. A refusal of that step too is acked `failed`.
@@ -467,12 +469,17 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     /// outcome is settled. Idle queues, failed pops (backed off and retried), handler
     /// errors and panics do not stop it.
     ///
+    /// A handler's step that acks its message `dlq` ([`Delivery::step_with`]) is counted
+    /// as dead-lettered ([`Outcome::DeadLettered`]), not as committed.
+    ///
     /// A stop that `shutdown` did not ask for is an `Err`, so `main` fails with it: the
     /// broker refusing the worker for good (a pop answered 401, 403 or the queue gone, a
     /// step or an ack answered 401 or 403: a [`WorkerError`] of kind
     /// [`WorkerErrorKind::Refused`], after draining what it held), or settings that cannot work (`concurrency(0)`, `batch(0)`, a lease under
     /// a second, a bad queue name: [`WorkerErrorKind::Invalid`], before anything is
-    /// sent).
+    /// sent). A token that may read but not write is found at the first step: a pop is a
+    /// read, so on an empty queue nothing refuses it yet (check a token's role at start
+    /// with a write of your own if that matters).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

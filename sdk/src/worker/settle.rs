@@ -65,9 +65,10 @@ pub enum Outcome {
         /// The refusal.
         error: String,
     },
-    /// Its payload does not decode: dead-lettered.
+    /// Dead-lettered: its payload does not decode, or its step (committed) acked it
+    /// `dlq` or `failed` past the queue's retry limit.
     DeadLettered {
-        /// The decoding error, kept on the dead letter.
+        /// Why: the decoding error (kept on the dead letter), or the step that did it.
         reason: String,
     },
     /// The lease is gone: nothing was committed; the lease holder has the message.
@@ -158,7 +159,18 @@ pub(crate) async fn commit(
         Ok(Commit::Committed(c)) => {
             tracing::Span::current().record("step_txn", c.transaction_id.as_str());
             tracing::debug!(retried = c.retried, "step committed");
+            // The step dead-lettered the message (it acked it `dlq`, or `failed` past the
+            // retry limit): counted so, not as work done.
+            let dead_lettered = c.results().iter().any(|r| {
+                matches!(r, StepResult::Ack(a) if a.dlq && a.transaction_id == head.transaction_id)
+            });
             match role {
+                Role::Handler if dead_lettered => {
+                    tally.add(|s| s.dead_lettered += 1);
+                    Outcome::DeadLettered {
+                        reason: format!("its step {} dead-lettered it", c.transaction_id),
+                    }
+                }
                 Role::Handler => {
                     tally.add(|s| s.committed += 1);
                     Outcome::Committed {
@@ -167,9 +179,6 @@ pub(crate) async fn commit(
                     }
                 }
                 Role::Refusal(gate) => {
-                    let dead_lettered = c.results().iter().any(|r| {
-                        matches!(r, StepResult::Ack(a) if a.dlq && a.transaction_id == head.transaction_id)
-                    });
                     tally.add(|s| {
                         if dead_lettered {
                             s.dead_lettered += 1;
@@ -300,19 +309,23 @@ async fn ack_done(
     }
 }
 
-/// Settles a step refused by `gate` that no handler took: acked `failed` with the gate
-/// as the reason (it counts an attempt; the queue's `retryLimit` dead-letters it in the
-/// end). Never acked as done: nothing of the step was written.
+/// Settles a step refused by `gate` that no handler took (or whose `on_refused` handler
+/// failed, `why`): acked `failed` with the gate as the reason (it counts an attempt; the
+/// queue's `retryLimit` dead-letters it in the end). Never acked as done: nothing of the
+/// step was written.
 pub(crate) async fn refuse(
     client: &Client,
     tally: &Tally,
     head: &Message<()>,
     keeper: &LeaseKeeper,
     gate: Gate,
+    why: Option<&str>,
 ) -> Outcome {
-    let status = AckStatus::Failed {
-        error: gate.to_string(),
+    let error = match why {
+        Some(why) => format!("{gate}; {why}"),
+        None => gate.to_string(),
     };
+    let status = AckStatus::Failed { error };
     match client.ack(head, status).await {
         Ok(out) if out.success => {
             tracing::info!(%gate, dlq = out.dlq, "refused step: acked failed");
