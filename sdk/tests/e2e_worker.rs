@@ -1445,7 +1445,7 @@ async fn a_refusal_whose_handler_fails_is_still_counted_refused() {
         summary.processed,
         "{summary}"
     );
-    let first = &outcomes.lock().unwrap()[0];
+    let first = outcomes.lock().unwrap()[0].clone();
     assert!(
         matches!(
             first,
