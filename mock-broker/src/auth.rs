@@ -200,9 +200,47 @@ fn bad(why: &str) -> Denied {
 /// ago, or becomes valid this soon, is still taken).
 pub const JWT_LEEWAY_SECS: i64 = 5;
 
+/// Says in our own words why `jsonwebtoken` refused a token: its messages name its
+/// internals (serde's variants, its error kinds), which a caller has no use for.
+fn jwt_refusal(e: &jsonwebtoken::errors::Error) -> Denied {
+    use jsonwebtoken::errors::ErrorKind as K;
+    bad(match e.kind() {
+        K::InvalidSignature => "the signature does not match",
+        K::InvalidAlgorithm | K::InvalidAlgorithmName | K::UnsupportedAlgorithm => {
+            "only HS256 is accepted"
+        }
+        K::MissingAlgorithm => "the header names no algorithm (only HS256 is accepted)",
+        // A header that does not parse: `alg: none` lands here (no such algorithm).
+        K::Json(_) | K::Base64(_) | K::Utf8(_) | K::InvalidToken => {
+            "not a well-formed HS256 JWT (header.claims.signature, base64url JSON)"
+        }
+        _ => "it cannot be verified",
+    })
+}
+
+/// A time claim (`exp`, `nbf`) as Unix seconds: an integer, or a number past `i64`
+/// taken as `i64::MAX`/`i64::MIN`, or a float cut to whole seconds (saturating).
+fn time_claim(claims: &Value, name: &str) -> Result<Option<i64>, Denied> {
+    let Some(t) = claims.get(name) else {
+        return Ok(None);
+    };
+    if let Some(i) = t.as_i64() {
+        return Ok(Some(i));
+    }
+    if t.as_u64().is_some() {
+        return Ok(Some(i64::MAX)); // past i64: as far in the future as it goes
+    }
+    match t.as_f64() {
+        // `as` saturates: 1e300 is i64::MAX, -1e300 i64::MIN.
+        Some(f) if f.is_finite() => Ok(Some(f as i64)),
+        _ => Err(bad(&format!("{name} is not a number of seconds"))),
+    }
+}
+
 /// Verifies an HS256 JWT with the `jsonwebtoken` crate (signature, algorithm, shape)
 /// and checks `exp` and `nbf` against `now`, the broker's clock rather than the system
-/// clock the crate would read, so a test's manual clock governs expiry too.
+/// clock the crate would read, so a test's manual clock governs expiry too. The leeway
+/// is added and taken with saturating arithmetic: no claim's value can overflow it.
 fn verify_jwt(token: &str, secret: &[u8], now: i64) -> Result<Identity, Denied> {
     use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
     let mut v = Validation::new(Algorithm::HS256);
@@ -210,23 +248,14 @@ fn verify_jwt(token: &str, secret: &[u8], now: i64) -> Result<Identity, Denied> 
     v.validate_nbf = false;
     v.validate_aud = false;
     v.required_spec_claims.clear();
-    let key = DecodingKey::from_secret(secret).map_err(|e| bad(&e.to_string()))?;
+    let key = DecodingKey::from_secret(secret).map_err(|e| jwt_refusal(&e))?;
     let claims = decode::<Value>(token, &key, &v)
-        .map_err(|e| bad(&e.to_string()))?
+        .map_err(|e| jwt_refusal(&e))?
         .claims;
-    let time = |name: &str| -> Result<Option<i64>, Denied> {
-        claims
-            .get(name)
-            .map(|t| {
-                t.as_i64()
-                    .ok_or_else(|| bad(&format!("{name} is not a number")))
-            })
-            .transpose()
-    };
-    if time("exp")?.is_some_and(|exp| exp + JWT_LEEWAY_SECS <= now) {
+    if time_claim(&claims, "exp")?.is_some_and(|exp| exp.saturating_add(JWT_LEEWAY_SECS) <= now) {
         return Err(bad("expired"));
     }
-    if time("nbf")?.is_some_and(|nbf| nbf - JWT_LEEWAY_SECS > now) {
+    if time_claim(&claims, "nbf")?.is_some_and(|nbf| nbf.saturating_sub(JWT_LEEWAY_SECS) > now) {
         return Err(bad("not valid yet (nbf)"));
     }
     let mut roles: Vec<Role> = Vec::new();
@@ -380,6 +409,94 @@ mod tests {
             auth.authenticate(Some(&format!("Bearer {none}")), 0)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn time_claims_at_the_edges_of_the_integers_do_not_overflow_the_leeway() {
+        let auth = Auth::new().jwt_secret(b"secret".to_vec());
+        let at = |claims: Value, now: i64| {
+            let jwt = sign_jwt(b"secret", &claims);
+            auth.authenticate(Some(&format!("Bearer {jwt}")), now)
+        };
+        // Far-future expiries are valid at any time, however they are written.
+        for exp in [
+            json!(i64::MAX),
+            json!(u64::MAX),
+            json!(i64::MAX - 1),
+            json!(1e300),
+        ] {
+            for now in [0, i64::MAX - JWT_LEEWAY_SECS, i64::MAX - 1] {
+                assert!(
+                    at(json!({"role": "admin", "exp": exp}), now).is_ok(),
+                    "exp {exp} at {now}"
+                );
+            }
+        }
+        // Long-past ones are expired, without underflow.
+        for exp in [json!(i64::MIN), json!(-1e300)] {
+            let err = at(json!({"role": "admin", "exp": exp}), 0).unwrap_err();
+            assert!(err.to_string().contains("expired"), "{err}");
+        }
+        // A very negative `nbf` is valid at once; one at the top never.
+        for nbf in [json!(i64::MIN), json!(i64::MIN + 1), json!(-1e300)] {
+            assert!(at(json!({"role": "admin", "nbf": nbf}), i64::MIN).is_ok());
+            assert!(at(json!({"role": "admin", "nbf": nbf}), 0).is_ok());
+        }
+        let err = at(json!({"role": "admin", "nbf": u64::MAX}), i64::MAX - 10).unwrap_err();
+        assert!(err.to_string().contains("not valid yet"), "{err}");
+        let err = at(json!({"role": "admin", "exp": "soon"}), 0).unwrap_err();
+        assert_eq!(
+            err,
+            Denied::Unauthenticated("invalid token: exp is not a number of seconds".into())
+        );
+    }
+
+    #[test]
+    fn token_errors_are_in_our_words_not_the_jwt_librarys() {
+        let auth = Auth::new().jwt_secret(b"secret".to_vec());
+        let refusal = |token: &str| {
+            auth.authenticate(Some(&format!("Bearer {token}")), 0)
+                .unwrap_err()
+                .to_string()
+        };
+        let none = format!(
+            "{}.{}.",
+            B64URL.encode(br#"{"alg":"none","typ":"JWT"}"#),
+            B64URL.encode(br#"{"role":"admin"}"#)
+        );
+        let hs512 = jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS512),
+            &json!({"role": "admin"}),
+            &jsonwebtoken::EncodingKey::from_secret(b"secret").unwrap(),
+        )
+        .unwrap();
+        let other_key = sign_jwt(b"nope", &json!({"role": "admin"}));
+        let garbage = format!(
+            "{}.{}.sig",
+            B64URL.encode(b"not json"),
+            B64URL.encode(b"{}")
+        );
+        for (token, said) in [
+            (
+                none.as_str(),
+                "invalid token: not a well-formed HS256 JWT (header.claims.signature, base64url JSON)",
+            ),
+            (hs512.as_str(), "invalid token: only HS256 is accepted"),
+            (
+                other_key.as_str(),
+                "invalid token: the signature does not match",
+            ),
+            (
+                garbage.as_str(),
+                "invalid token: not a well-formed HS256 JWT (header.claims.signature, base64url JSON)",
+            ),
+        ] {
+            let err = refusal(token);
+            assert_eq!(err, said, "{token}");
+            for internal in ["variant", "expected", "Error", "Json", "Base64", "serde"] {
+                assert!(!err.contains(internal), "{err} names {internal}");
+            }
+        }
     }
 
     #[test]
