@@ -113,6 +113,7 @@ struct TokenEntry {
 pub struct Auth {
     tokens: HashMap<String, Identity>,
     jwt_secret: Option<Vec<u8>>,
+    jwt_default_tenant: Option<String>,
 }
 
 impl Auth {
@@ -138,6 +139,14 @@ impl Auth {
     /// `exp`).
     pub fn jwt_secret(mut self, secret: Vec<u8>) -> Self {
         self.jwt_secret = Some(secret);
+        self
+    }
+
+    /// The tenant of a JWT that carries no `tenant` claim. Without one, such a token is
+    /// refused (401 `unauthorized`): a token must say whose data it acts on. A `tenant`
+    /// claim that is not a string (a number, an array, `null`) is refused either way.
+    pub fn jwt_default_tenant(mut self, tenant: &str) -> Self {
+        self.jwt_default_tenant = Some(tenant.to_string());
         self
     }
 
@@ -186,7 +195,7 @@ impl Auth {
         if let Some(secret) = &self.jwt_secret
             && token.matches('.').count() == 2
         {
-            return verify_jwt(token, secret, now);
+            return verify_jwt(token, secret, self.jwt_default_tenant.as_deref(), now);
         }
         Err(Denied::Unauthenticated("unknown or invalid token".into()))
     }
@@ -241,7 +250,12 @@ fn time_claim(claims: &Value, name: &str) -> Result<Option<i64>, Denied> {
 /// and checks `exp` and `nbf` against `now`, the broker's clock rather than the system
 /// clock the crate would read, so a test's manual clock governs expiry too. The leeway
 /// is added and taken with saturating arithmetic: no claim's value can overflow it.
-fn verify_jwt(token: &str, secret: &[u8], now: i64) -> Result<Identity, Denied> {
+fn verify_jwt(
+    token: &str,
+    secret: &[u8],
+    default_tenant: Option<&str>,
+    now: i64,
+) -> Result<Identity, Denied> {
     use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
     let mut v = Validation::new(Algorithm::HS256);
     v.validate_exp = false;
@@ -269,13 +283,16 @@ fn verify_jwt(token: &str, secret: &[u8], now: i64) -> Result<Identity, Denied> 
         .into_iter()
         .max()
         .ok_or_else(|| bad("no known role claim"))?;
+    let tenant = match claims.get("tenant") {
+        Some(Value::String(t)) => t.clone(),
+        Some(_) => return Err(bad("the tenant claim is not a string")),
+        None => default_tenant
+            .ok_or_else(|| bad("no tenant claim (and the broker names no default tenant)"))?
+            .to_string(),
+    };
     Ok(Identity {
         role,
-        tenant: claims
-            .get("tenant")
-            .and_then(Value::as_str)
-            .unwrap_or(DEFAULT_TENANT)
-            .to_string(),
+        tenant,
         sub: claims
             .get("sub")
             .and_then(Value::as_str)
@@ -384,7 +401,10 @@ mod tests {
     #[test]
     fn nbf_is_honoured_with_the_leeway_and_other_algorithms_are_refused() {
         let auth = Auth::new().jwt_secret(b"secret".to_vec());
-        let later = sign_jwt(b"secret", &json!({"role": "admin", "nbf": 2000}));
+        let later = sign_jwt(
+            b"secret",
+            &json!({"role": "admin", "tenant": "t", "nbf": 2000}),
+        );
         let at = |now| auth.authenticate(Some(&format!("Bearer {later}")), now);
         assert!(at(2000 - JWT_LEEWAY_SECS - 1).is_err(), "not valid yet");
         assert!(at(2000 - JWT_LEEWAY_SECS).is_ok());
@@ -414,7 +434,8 @@ mod tests {
     #[test]
     fn time_claims_at_the_edges_of_the_integers_do_not_overflow_the_leeway() {
         let auth = Auth::new().jwt_secret(b"secret".to_vec());
-        let at = |claims: Value, now: i64| {
+        let at = |mut claims: Value, now: i64| {
+            claims["tenant"] = json!("t");
             let jwt = sign_jwt(b"secret", &claims);
             auth.authenticate(Some(&format!("Bearer {jwt}")), now)
         };
@@ -496,6 +517,47 @@ mod tests {
             for internal in ["variant", "expected", "Error", "Json", "Base64", "serde"] {
                 assert!(!err.contains(internal), "{err} names {internal}");
             }
+        }
+    }
+
+    #[test]
+    fn a_jwt_without_a_string_tenant_is_refused_unless_a_default_is_named() {
+        let strict = Auth::new().jwt_secret(b"secret".to_vec());
+        let lenient = strict.clone().jwt_default_tenant("fallback");
+        let with = |auth: &Auth, claims: Value| {
+            let jwt = sign_jwt(b"secret", &claims);
+            auth.authenticate(Some(&format!("Bearer {jwt}")), 0)
+        };
+        // Missing: refused, or the named default.
+        let missing = json!({"role": "read-write", "sub": "w"});
+        assert_eq!(
+            with(&strict, missing.clone()),
+            Err(Denied::Unauthenticated(
+                "invalid token: no tenant claim (and the broker names no default tenant)".into()
+            ))
+        );
+        assert_eq!(with(&lenient, missing).unwrap().tenant, "fallback");
+        // Not a string: refused whatever the default.
+        for tenant in [
+            json!(42),
+            json!(["acme"]),
+            json!(null),
+            json!({"id": "acme"}),
+        ] {
+            for auth in [&strict, &lenient] {
+                assert_eq!(
+                    with(auth, json!({"role": "admin", "tenant": tenant})),
+                    Err(Denied::Unauthenticated(
+                        "invalid token: the tenant claim is not a string".into()
+                    )),
+                    "{tenant}"
+                );
+            }
+        }
+        // A string tenant is taken as is, default or not.
+        for auth in [&strict, &lenient] {
+            let who = with(auth, json!({"role": "admin", "tenant": "acme"})).unwrap();
+            assert_eq!(who.tenant, "acme");
         }
     }
 

@@ -46,6 +46,13 @@ struct Args {
     #[arg(long, env = "QUEEN_JWT_SECRET", hide_env_values = true)]
     jwt_secret: Option<String>,
 
+    /// The tenant of a JWT that carries no `tenant` claim; an empty value refuses such
+    /// tokens with 401 (a `tenant` that is not a string is refused either way). It is
+    /// `default` until the official Python client's JWT tests, which sign tokens without
+    /// a tenant, run with this flag named.
+    #[arg(long, env = "QUEEN_JWT_DEFAULT_TENANT", default_value = "default")]
+    jwt_default_tenant: String,
+
     /// Cap on stored data, in bytes of keys and values (suffixes K, M, G and KiB,
     /// MiB, GiB accepted). At the cap, pushes, KV writes and timers answer 507
     /// `storage_full`; reads, pops, acks and deletes go on. No cap by default.
@@ -123,6 +130,9 @@ async fn main() -> anyhow::Result<()> {
         };
         if let Some(secret) = &args.jwt_secret {
             auth = auth.jwt_secret(secret.as_bytes().to_vec());
+            if !args.jwt_default_tenant.is_empty() {
+                auth = auth.jwt_default_tenant(&args.jwt_default_tenant);
+            }
         }
         tracing::info!("authentication on: every route but /health needs a bearer token");
         builder = builder.auth(auth);

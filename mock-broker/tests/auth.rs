@@ -229,6 +229,66 @@ async fn hs256_jwts_carry_role_tenant_and_expiry() {
     b.shutdown().await;
 }
 
+/// A JWT must name its tenant with a string: without one it is refused 401 unless the
+/// broker names a default tenant; a number or an array is refused either way.
+#[tokio::test]
+async fn a_jwt_without_a_string_tenant_is_refused_unless_a_default_is_named() {
+    let strict = broker().await;
+    let lenient = MockBroker::builder()
+        .auth(
+            Auth::new()
+                .jwt_secret(SECRET.to_vec())
+                .jwt_default_tenant("acme"),
+        )
+        .start()
+        .await
+        .unwrap();
+    let push = json!({"items": [{"queue": "t", "payload": 1}]});
+    let no_tenant = sign_jwt(SECRET, &json!({"role": "read-write", "sub": "w"}));
+    let (s, r) = call(
+        &strict,
+        Method::POST,
+        "/api/v1/push",
+        Some(&no_tenant),
+        Some(push.clone()),
+    )
+    .await;
+    assert_eq!(
+        (s, &r["code"]),
+        (StatusCode::UNAUTHORIZED, &json!("unauthorized")),
+        "{r}"
+    );
+    let (s, r) = call(
+        &lenient,
+        Method::POST,
+        "/api/v1/push",
+        Some(&no_tenant),
+        Some(push.clone()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "the default tenant: {r}");
+    for tenant in [json!(7), json!(["acme"])] {
+        let jwt = sign_jwt(SECRET, &json!({"role": "read-write", "tenant": tenant}));
+        for b in [&strict, &lenient] {
+            let (s, r) = call(
+                b,
+                Method::POST,
+                "/api/v1/push",
+                Some(&jwt),
+                Some(push.clone()),
+            )
+            .await;
+            assert_eq!(
+                (s, &r["code"]),
+                (StatusCode::UNAUTHORIZED, &json!("unauthorized")),
+                "{tenant}: {r}"
+            );
+        }
+    }
+    strict.shutdown().await;
+    lenient.shutdown().await;
+}
+
 #[tokio::test]
 async fn producer_sub_comes_from_the_token_never_from_the_request() {
     let b = broker().await;
