@@ -114,6 +114,7 @@ pub struct Auth {
     tokens: HashMap<String, Identity>,
     jwt_secret: Option<Vec<u8>>,
     jwt_default_tenant: Option<String>,
+    jwt_require_exp: bool,
 }
 
 impl Auth {
@@ -147,6 +148,13 @@ impl Auth {
     /// claim that is not a string (a number, an array, `null`) is refused either way.
     pub fn jwt_default_tenant(mut self, tenant: &str) -> Self {
         self.jwt_default_tenant = Some(tenant.to_string());
+        self
+    }
+
+    /// Refuses a JWT without an `exp` claim (401 `unauthorized`): a token must expire.
+    /// Off unless called; the binary turns it on with a JWT secret (`--jwt-require-exp`).
+    pub fn jwt_require_exp(mut self, required: bool) -> Self {
+        self.jwt_require_exp = required;
         self
     }
 
@@ -195,7 +203,7 @@ impl Auth {
         if let Some(secret) = &self.jwt_secret
             && token.matches('.').count() == 2
         {
-            return verify_jwt(token, secret, self.jwt_default_tenant.as_deref(), now);
+            return verify_jwt(token, secret, self, now);
         }
         Err(Denied::Unauthenticated("unknown or invalid token".into()))
     }
@@ -250,12 +258,7 @@ fn time_claim(claims: &Value, name: &str) -> Result<Option<i64>, Denied> {
 /// and checks `exp` and `nbf` against `now`, the broker's clock rather than the system
 /// clock the crate would read, so a test's manual clock governs expiry too. The leeway
 /// is added and taken with saturating arithmetic: no claim's value can overflow it.
-fn verify_jwt(
-    token: &str,
-    secret: &[u8],
-    default_tenant: Option<&str>,
-    now: i64,
-) -> Result<Identity, Denied> {
+fn verify_jwt(token: &str, secret: &[u8], auth: &Auth, now: i64) -> Result<Identity, Denied> {
     use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
     let mut v = Validation::new(Algorithm::HS256);
     v.validate_exp = false;
@@ -266,7 +269,11 @@ fn verify_jwt(
     let claims = decode::<Value>(token, &key, &v)
         .map_err(|e| jwt_refusal(&e))?
         .claims;
-    if time_claim(&claims, "exp")?.is_some_and(|exp| exp.saturating_add(JWT_LEEWAY_SECS) <= now) {
+    let exp = time_claim(&claims, "exp")?;
+    if exp.is_none() && auth.jwt_require_exp {
+        return Err(bad("no exp claim (the broker requires one)"));
+    }
+    if exp.is_some_and(|exp| exp.saturating_add(JWT_LEEWAY_SECS) <= now) {
         return Err(bad("expired"));
     }
     if time_claim(&claims, "nbf")?.is_some_and(|nbf| nbf.saturating_sub(JWT_LEEWAY_SECS) > now) {
@@ -286,7 +293,9 @@ fn verify_jwt(
     let tenant = match claims.get("tenant") {
         Some(Value::String(t)) => t.clone(),
         Some(_) => return Err(bad("the tenant claim is not a string")),
-        None => default_tenant
+        None => auth
+            .jwt_default_tenant
+            .as_deref()
             .ok_or_else(|| bad("no tenant claim (and the broker names no default tenant)"))?
             .to_string(),
     };
@@ -559,6 +568,26 @@ mod tests {
             let who = with(auth, json!({"role": "admin", "tenant": "acme"})).unwrap();
             assert_eq!(who.tenant, "acme");
         }
+    }
+
+    #[test]
+    fn exp_is_required_when_asked() {
+        let lax = Auth::new().jwt_secret(b"secret".to_vec());
+        let strict = lax.clone().jwt_require_exp(true);
+        let with = |auth: &Auth, claims: Value| {
+            let jwt = sign_jwt(b"secret", &claims);
+            auth.authenticate(Some(&format!("Bearer {jwt}")), 100)
+        };
+        let forever = json!({"role": "admin", "tenant": "t"});
+        assert!(with(&lax, forever.clone()).is_ok());
+        assert_eq!(
+            with(&strict, forever),
+            Err(Denied::Unauthenticated(
+                "invalid token: no exp claim (the broker requires one)".into()
+            ))
+        );
+        let expiring = json!({"role": "admin", "tenant": "t", "exp": 200});
+        assert!(with(&strict, expiring).is_ok());
     }
 
     #[test]

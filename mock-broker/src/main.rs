@@ -53,6 +53,11 @@ struct Args {
     #[arg(long, env = "QUEEN_JWT_DEFAULT_TENANT", default_value = "default")]
     jwt_default_tenant: String,
 
+    /// Refuse JWTs without an `exp` claim (401), so every token expires: `true` or
+    /// `false`. On by default; it applies only with --jwt-secret.
+    #[arg(long, env = "QUEEN_JWT_REQUIRE_EXP", default_value_t = true, action = clap::ArgAction::Set)]
+    jwt_require_exp: bool,
+
     /// Cap on stored data, in bytes of keys and values (suffixes K, M, G and KiB,
     /// MiB, GiB accepted). At the cap, pushes, KV writes and timers answer 507
     /// `storage_full`; reads, pops, acks and deletes go on. No cap by default.
@@ -129,7 +134,9 @@ async fn main() -> anyhow::Result<()> {
             None => Auth::new(),
         };
         if let Some(secret) = &args.jwt_secret {
-            auth = auth.jwt_secret(secret.as_bytes().to_vec());
+            auth = auth
+                .jwt_secret(secret.as_bytes().to_vec())
+                .jwt_require_exp(args.jwt_require_exp);
             if !args.jwt_default_tenant.is_empty() {
                 auth = auth.jwt_default_tenant(&args.jwt_default_tenant);
             }
