@@ -1,7 +1,8 @@
 //! Authentication and roles: bearer tokens from a token file or HS256 JWTs.
 //!
 //! Every call acts as one tenant, named by its token. Roles are ordered
-//! `read-only` < `read-write` < `admin`; reads need `read-only`, writes `read-write`,
+//! `read-only` < `read-write` < `admin`; reads need `read-only`, every call that changes
+//! state `read-write` whatever its method (pops included),
 //! deleting a queue or a consumer group `admin`, and `GET /health` nothing.
 
 use std::collections::HashMap;
@@ -15,7 +16,7 @@ use crate::engine::DEFAULT_TENANT;
 /// What a caller may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Role {
-    /// Reads: pop, list, get.
+    /// Reads that change nothing: list, get, browse (not pop: a pop leases).
     ReadOnly,
     /// Reads and writes.
     ReadWrite,
@@ -310,6 +311,10 @@ fn verify_jwt(token: &str, secret: &[u8], auth: &Auth, now: i64) -> Result<Ident
 }
 
 /// The role a route needs; `None` for public routes.
+///
+/// What decides is whether the call can change state, not its method: a pop is a `GET`
+/// but leases messages, may commit them (`autoAck=true`) and may create a consumer
+/// group's subscription, so it needs `read-write` like every other write.
 pub fn required_role(method: &str, path: &str) -> Option<Role> {
     if path == "/health" {
         return None;
@@ -317,11 +322,13 @@ pub fn required_role(method: &str, path: &str) -> Option<Role> {
     let admin = method == "DELETE"
         && (path.starts_with("/api/v1/resources/queues/")
             || path.starts_with("/api/v1/consumer-groups/"));
-    // The stream runner's state reads, reads by offset and partition discovery are
-    // POSTs (their questions are bodies) that change nothing: a read-only token may
-    // make them.
-    let read = method == "GET"
-        || method == "HEAD"
+    // The `GET`s that consume: every pop (by queue, by partition, queue-wide or by
+    // namespace/task, and the ephemeral pop).
+    let consumes = (method == "GET" || method == "HEAD") && is_pop(path);
+    // The stream runner's state reads, reads by offset, partition discovery and the
+    // status refresh are POSTs (their questions are bodies) that change nothing: a
+    // read-only token may make them.
+    let read = ((method == "GET" || method == "HEAD") && !consumes)
         || (method == "POST"
             && matches!(
                 path,
@@ -329,6 +336,7 @@ pub fn required_role(method: &str, path: &str) -> Option<Role> {
                     | "/streams/v1/state/partitions"
                     | "/api/v1/fetch"
                     | "/api/v1/partitions/changed"
+                    | "/api/v1/stats/refresh"
             ));
     Some(if admin {
         Role::Admin
@@ -337,6 +345,16 @@ pub fn required_role(method: &str, path: &str) -> Option<Role> {
     } else {
         Role::ReadWrite
     })
+}
+
+/// A pop route: `/api/v1/pop` and everything under it, and `/api/v1/ephemeral/pop`
+/// (a trailing `/` or more segments included, so no spelling of the path slips by).
+fn is_pop(path: &str) -> bool {
+    let under = |root: &str| {
+        path.strip_prefix(root)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    under("/api/v1/pop") || under("/api/v1/ephemeral/pop")
 }
 
 /// Signs claims as an HS256 JWT (for tests and tools).
@@ -614,8 +632,22 @@ mod tests {
     #[test]
     fn routes_need_the_documented_roles() {
         assert_eq!(required_role("GET", "/health"), None);
+        for pop in [
+            "/api/v1/pop",
+            "/api/v1/pop/",
+            "/api/v1/pop/queue/q",
+            "/api/v1/pop/queue/q/partition/p",
+            "/api/v1/ephemeral/pop",
+        ] {
+            assert_eq!(required_role("GET", pop), Some(Role::ReadWrite), "{pop}");
+        }
         assert_eq!(
-            required_role("GET", "/api/v1/pop/queue/q"),
+            required_role("GET", "/api/v1/popular"),
+            Some(Role::ReadOnly),
+            "only the pop routes themselves"
+        );
+        assert_eq!(
+            required_role("POST", "/api/v1/stats/refresh"),
             Some(Role::ReadOnly)
         );
         assert_eq!(

@@ -49,14 +49,37 @@ fn routes() -> Vec<(Method, &'static str, Option<Value>, Role)> {
             Role::ReadWrite,
         ),
         (Method::POST, "/api/v1/push", Some(push), Role::ReadWrite),
-        (Method::GET, "/api/v1/pop/queue/q", None, Role::ReadOnly),
+        // A pop is a `GET` that leases (and with `autoAck` commits): `read-write`.
+        (Method::GET, "/api/v1/pop/queue/q", None, Role::ReadWrite),
         (
             Method::GET,
             "/api/v1/pop/queue/q/partition/Default",
             None,
+            Role::ReadWrite,
+        ),
+        (
+            Method::GET,
+            "/api/v1/pop?namespace=n",
+            None,
+            Role::ReadWrite,
+        ),
+        (Method::GET, "/api/v1/pop", None, Role::ReadWrite),
+        (
+            Method::GET,
+            "/api/v1/ephemeral/pop?queue=eq",
+            None,
+            Role::ReadWrite,
+        ),
+        // Writes nothing, though a `POST`.
+        (Method::POST, "/api/v1/stats/refresh", None, Role::ReadOnly),
+        (
+            Method::GET,
+            "/api/v1/resources/queues",
+            None,
             Role::ReadOnly,
         ),
-        (Method::GET, "/api/v1/pop?namespace=n", None, Role::ReadOnly),
+        (Method::GET, "/api/v1/consumer-groups", None, Role::ReadOnly),
+        (Method::GET, "/api/v1/status", None, Role::ReadOnly),
         (
             Method::POST,
             "/api/v1/ack",
@@ -167,6 +190,61 @@ async fn every_route_needs_a_token_with_its_role() {
     }
     let (s, _) = call(&b, Method::GET, "/health", None, None).await;
     assert_eq!(s, StatusCode::OK, "/health is public");
+    b.shutdown().await;
+}
+
+/// A read-only token consumes nothing: every pop (by queue, partition, queue-wide, by
+/// namespace, ephemeral; with `autoAck` and with a consumer group) answers 403
+/// `forbidden` and leaves the message for a read-write consumer.
+#[tokio::test]
+async fn a_read_only_token_cannot_pop_and_leaves_the_message_there() {
+    let b = broker().await;
+    let push = json!({"items": [{"queue": "q", "payload": {"n": 1}}]});
+    let (s, r) = call(&b, Method::POST, "/api/v1/push", Some("rw"), Some(push)).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let eph = json!({"queue": "eq", "messages": [{"payload": 2}]});
+    let (s, r) = call(
+        &b,
+        Method::POST,
+        "/api/v1/ephemeral/push",
+        Some("rw"),
+        Some(eph),
+    )
+    .await;
+    assert!(s.is_success(), "{s} {r}");
+    for path in [
+        "/api/v1/pop/queue/q",
+        "/api/v1/pop/queue/q?autoAck=true",
+        "/api/v1/pop/queue/q?consumerGroup=g&subscriptionMode=all",
+        "/api/v1/pop/queue/q/partition/Default?autoAck=true",
+        "/api/v1/pop?autoAck=true",
+        "/api/v1/pop?namespace=n&consumerGroup=g",
+        "/api/v1/ephemeral/pop?queue=eq&autoAck=true",
+    ] {
+        let (s, r) = call(&b, Method::GET, path, Some("ro"), None).await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "GET {path}: {r}");
+        assert_eq!(r["code"], "forbidden", "GET {path}: {r}");
+    }
+    // Nothing was leased, committed or subscribed: the group does not exist, and the
+    // read-write consumers get both messages.
+    let (_, groups) = call(&b, Method::GET, "/api/v1/consumer-groups", Some("ro"), None).await;
+    assert!(
+        !groups.to_string().contains("\"g\""),
+        "no subscription row: {groups}"
+    );
+    let (s, popped) = call(&b, Method::GET, "/api/v1/pop/queue/q", Some("rw"), None).await;
+    assert_eq!(s, StatusCode::OK, "{popped}");
+    assert_eq!(popped["messages"][0]["data"], json!({"n": 1}), "{popped}");
+    let (s, popped) = call(
+        &b,
+        Method::GET,
+        "/api/v1/ephemeral/pop?queue=eq",
+        Some("rw"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{popped}");
+    assert_eq!(popped["messages"][0]["payload"], json!(2), "{popped}");
     b.shutdown().await;
 }
 

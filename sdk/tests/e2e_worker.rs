@@ -1320,8 +1320,10 @@ async fn a_rejection_acked_failed_and_run_again_is_never_acked_completed() {
 
 #[tokio::test]
 async fn a_step_the_broker_forbids_stops_the_worker_with_an_error() {
-    // A read-only token may pop but not commit: a 403 on the step cannot have applied
-    // and will not change, so the worker stops with an error instead of going on.
+    // The worker pops with a read-write token; its credentials are then downgraded to a
+    // read-only token (a token provider that rotates), so its step is refused 403. That
+    // cannot have applied and will not change: the worker stops with an error instead
+    // of going on.
     let broker = MockBroker::builder()
         .auth(
             Auth::new()
@@ -1331,27 +1333,40 @@ async fn a_step_the_broker_forbids_stops_the_worker_with_an_error() {
         .start()
         .await
         .unwrap();
-    let as_token = |token: &str| {
-        Client::builder()
-            .url(broker.url())
-            .token(token)
-            .build()
-            .unwrap()
-    };
+    let writer = Client::builder()
+        .url(broker.url())
+        .token("writer")
+        .build()
+        .unwrap();
     push(
-        &as_token("writer"),
+        &writer,
         "forbidden",
         "Default",
         &[serde_json::json!({"n": 1})],
     )
     .await;
+    let downgraded = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let now_reader = downgraded.clone();
+    let rotating = Client::builder()
+        .url(broker.url())
+        .token_provider(move || {
+            let reader = now_reader.load(Ordering::SeqCst);
+            async move {
+                Ok::<_, queen_sdk::TokenError>(if reader { "reader" } else { "writer" }.to_string())
+            }
+        })
+        .build()
+        .unwrap();
     let run = tokio::time::timeout(
         Duration::from_secs(10),
-        as_token("reader")
+        rotating
             .worker::<Job>("forbidden")
             .wait(Duration::from_millis(200))
             .run(
-                |_d, step| async move { Ok::<_, String>(step.push("receipts", |p| p.payload(&1))) },
+                move |_d, step| {
+                    downgraded.store(true, Ordering::SeqCst);
+                    async move { Ok::<_, String>(step.push("receipts", |p| p.payload(&1))) }
+                },
                 std::future::pending::<()>(),
             ),
     )

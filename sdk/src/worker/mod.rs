@@ -477,9 +477,8 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     /// step or an ack answered 401 or 403: a [`WorkerError`] of kind
     /// [`WorkerErrorKind::Refused`], after draining what it held), or settings that cannot work (`concurrency(0)`, `batch(0)`, a lease under
     /// a second, a bad queue name: [`WorkerErrorKind::Invalid`], before anything is
-    /// sent). A token that may read but not write is found at the first step: a pop is a
-    /// read, so on an empty queue nothing refuses it yet (check a token's role at start
-    /// with a write of your own if that matters).
+    /// sent). A read-only token is refused at the first pop (a pop leases, so it needs
+    /// `read-write`), even on an empty queue.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
