@@ -94,7 +94,9 @@ broker_stop
 
 echo "== run 2 of 2: --jwt-secret, test_auth.py with JWT_SECRET"
 SECRET=$("$PYTHON" -c 'import secrets; print(secrets.token_hex(24))')
-broker_start "$WORK/broker-jwt.log" --jwt-secret "$SECRET"
+# The suite's tokens carry no `tenant` claim (tests/test_auth.py `_make_token`): the
+# broker refuses such a token unless the operator names a default tenant.
+broker_start "$WORK/broker-jwt.log" --jwt-secret "$SECRET" --jwt-default-tenant default
 run jwt JWT_SECRET="$SECRET"
 broker_stop
 

@@ -46,12 +46,11 @@ struct Args {
     #[arg(long, env = "QUEEN_JWT_SECRET", hide_env_values = true)]
     jwt_secret: Option<String>,
 
-    /// The tenant of a JWT that carries no `tenant` claim; an empty value refuses such
-    /// tokens with 401 (a `tenant` that is not a string is refused either way). It is
-    /// `default` until the official Python client's JWT tests, which sign tokens without
-    /// a tenant, run with this flag named.
-    #[arg(long, env = "QUEEN_JWT_DEFAULT_TENANT", default_value = "default")]
-    jwt_default_tenant: String,
+    /// The tenant of a JWT that carries no `tenant` claim. Unset (the default), such a
+    /// token is refused with 401: a credential joins a tenant only by saying so, or by
+    /// the operator's choice here. A `tenant` that is not a string is refused either way.
+    #[arg(long, env = "QUEEN_JWT_DEFAULT_TENANT")]
+    jwt_default_tenant: Option<String>,
 
     /// Refuse JWTs without an `exp` claim (401), so every token expires: `true` or
     /// `false`. On by default; it applies only with --jwt-secret.
@@ -137,8 +136,8 @@ async fn main() -> anyhow::Result<()> {
             auth = auth
                 .jwt_secret(secret.as_bytes().to_vec())
                 .jwt_require_exp(args.jwt_require_exp);
-            if !args.jwt_default_tenant.is_empty() {
-                auth = auth.jwt_default_tenant(&args.jwt_default_tenant);
+            if let Some(tenant) = args.jwt_default_tenant.as_deref().filter(|t| !t.is_empty()) {
+                auth = auth.jwt_default_tenant(tenant);
             }
         }
         tracing::info!("authentication on: every route but /health needs a bearer token");
