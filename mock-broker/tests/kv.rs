@@ -528,26 +528,18 @@ async fn incr_ttl_is_create_only_in_a_transaction() {
 
 #[tokio::test]
 async fn incr_ttl_is_create_only_on_a_file_across_a_restart() {
-    use queen_mock_broker::{ManualClock, MockBroker};
+    use queen_mock_broker::ManualClock;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("queen.redb");
     let clock = ManualClock::new();
-    let start = || async {
-        MockBroker::builder()
-            .data_file(&path)
-            .clock(clock.clone())
-            .start()
-            .await
-            .unwrap()
-    };
-    let h = Harness::with(start().await, clock.clone());
+    let h = Harness::on_file(&path, &clock).await;
     incr_ttl_is_create_only(&h, false).await;
     let t0 = clock.now_micros();
     let (_, first) = incr_expiry(&h, true, "kept", json!({"ttlSeconds": 30})).await;
     assert_eq!(micros(&first), t0 + 30 * SEC);
     h.broker.shutdown().await;
 
-    let h = Harness::with(start().await, clock.clone());
+    let h = Harness::on_file(&path, &clock).await;
     h.advance(10);
     let (n, again) = incr_expiry(&h, false, "kept", json!({"ttlSeconds": 3600})).await;
     assert_eq!((n, &again), (json!(2), &first), "the stored expiry is kept");

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{Harness, txns};
-use queen_mock_broker::{ManualClock, MockBroker};
+use queen_mock_broker::ManualClock;
 use serde_json::json;
 
 #[tokio::test]
@@ -108,16 +108,7 @@ async fn data_survives_a_restart_on_the_same_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("data/queen.redb");
     let clock = ManualClock::new();
-    let start = || async {
-        MockBroker::builder()
-            .data_file(&path)
-            .clock(clock.clone())
-            .start()
-            .await
-            .unwrap()
-    };
-
-    let h = Harness::with(start().await, clock.clone());
+    let h = Harness::on_file(&path, &clock).await;
     h.configure("q", json!({"retryLimit": 5})).await;
     for i in 0..3 {
         h.push_one("q", "p", &format!("m{i}"), json!({"i": i}))
@@ -131,7 +122,7 @@ async fn data_survives_a_restart_on_the_same_file() {
     let held = h.pop("/api/v1/pop/queue/q?batch=1").await.unwrap();
     h.broker.shutdown().await;
 
-    let h = Harness::with(start().await, clock.clone());
+    let h = Harness::on_file(&path, &clock).await;
     // Options, messages, cursors, leases and the dedup index all came back.
     let (_, r) = h.post("/api/v1/configure", json!({"queue": "q"})).await;
     assert_eq!(r["options"]["retryLimit"], 5);

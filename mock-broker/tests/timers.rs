@@ -8,7 +8,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use common::Harness;
-use queen_mock_broker::{Clock, ManualClock, MockBroker};
+use queen_mock_broker::{Clock, ManualClock};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -658,16 +658,7 @@ async fn timers_survive_a_restart_and_fire_after_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("data/queen.redb");
     let clock = ManualClock::new();
-    let start = || async {
-        MockBroker::builder()
-            .data_file(&path)
-            .clock(clock.clone())
-            .start()
-            .await
-            .unwrap()
-    };
-
-    let h = Harness::with(start().await, clock.clone());
+    let h = Harness::on_file(&path, &clock).await;
     let s = one(
         &h,
         schedule("q", "k", 10_000, "t-restart", &json!({"after": "restart"})),
@@ -681,7 +672,7 @@ async fn timers_survive_a_restart_and_fire_after_it() {
     .await;
     h.broker.shutdown().await;
 
-    let h = Harness::with(start().await, clock.clone());
+    let h = Harness::on_file(&path, &clock).await;
     let p = peek(&h, "q", "k").await;
     assert_eq!(p["found"], true, "the pending timer came back: {p}");
     assert_eq!(p["deliverAt"], s["deliverAt"]);

@@ -28,6 +28,18 @@ impl Harness {
         Self::with(broker, clock)
     }
 
+    /// A broker on the redb file `path` (created if missing), on `clock`: started again
+    /// on the same path after a shutdown, it is a restart.
+    pub async fn on_file(path: &std::path::Path, clock: &ManualClock) -> Self {
+        let broker = MockBroker::builder()
+            .data_file(path)
+            .clock(clock.clone())
+            .start()
+            .await
+            .expect("broker starts");
+        Self::with(broker, clock.clone())
+    }
+
     /// Wraps an already started broker.
     pub fn with(broker: MockBroker, clock: ManualClock) -> Self {
         Harness {
