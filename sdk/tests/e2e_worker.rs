@@ -902,12 +902,15 @@ async fn a_broker_restart_under_a_running_worker_is_ridden_out_and_nothing_is_lo
 /// Pushes one job, runs a worker until the queue is settled with `step` as its step
 /// and `on_refused` (if any) deciding refusals, and answers the summary, the outcomes
 /// and how many times the handler ran.
+/// What a test's `on_refused` handler answers for a refused delivery.
+type Decide = fn(queen_sdk::Delivery<Job>, queen_sdk::Gate) -> Result<TransactionBuilder, String>;
+
 async fn refusal(
     broker: &MockBroker,
     queue: &str,
     retry_limit: u32,
     step: impl Fn(TransactionBuilder) -> TransactionBuilder + Send + Sync + 'static,
-    on_refused: Option<fn(queen_sdk::Delivery<Job>, queen_sdk::Gate) -> TransactionBuilder>,
+    on_refused: Option<Decide>,
 ) -> (Summary, Vec<Outcome>, usize) {
     let client = client(broker);
     client
@@ -923,7 +926,7 @@ async fn refusal(
         .group("g", StartAt::Beginning)
         .on_settled(move |_, o| observed.lock().unwrap().push(o.clone()));
     if let Some(decide) = on_refused {
-        worker = worker.on_refused(move |d, gate| async move { Ok::<_, String>(decide(d, gate)) });
+        worker = worker.on_refused(move |d, gate| async move { decide(d, gate) });
     }
     let summary = tokio::time::timeout(
         Duration::from_secs(20),
@@ -1064,7 +1067,7 @@ async fn a_failed_required_condition_is_refused_and_its_handler_decides() {
         reserve,
         Some(|d, gate| {
             assert_eq!(gate.reason, queen_sdk::KvReason::Limit);
-            d.step().push("rejections", |p| p.payload(&d.data))
+            Ok(d.step().push("rejections", |p| p.payload(&d.data)))
         }),
     )
     .await;
@@ -1265,38 +1268,22 @@ async fn a_rejection_acked_failed_and_run_again_is_never_acked_completed() {
     // pushes a rejection. Run again, its derived push is a duplicate: the step was done
     // before, and the message is acked as that step said (`failed`), not `completed`.
     let (broker, client) = stocked(0).await;
-    client
-        .configure("reserve-retried", QueueOptions::new().retry_limit(2))
-        .await
-        .unwrap();
-    push(
-        &client,
+    let (summary, outcomes, _) = refusal(
+        &broker,
         "reserve-retried",
-        "Default",
-        &[serde_json::json!({"n": 1})],
-    )
-    .await;
-    let outcomes = Arc::new(Mutex::new(Vec::new()));
-    let observed = outcomes.clone();
-    let summary = client
-        .worker::<Job>("reserve-retried")
-        .on_settled(move |_, o| observed.lock().unwrap().push(o.name()))
-        .on_refused(|d, gate| async move {
+        2,
+        |s| s.kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required()),
+        Some(|d, gate| {
             let why = queen_sdk::AckStatus::Failed {
                 error: gate.to_string(),
             };
-            Ok::<_, String>(d.step_with(why).push("rejections", |p| p.payload(&d.data)))
-        })
-        .run_until_idle(|_d, step| async move {
-            Ok::<_, String>(
-                step.kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required()),
-            )
-        })
-        .await
-        .unwrap();
+            Ok(d.step_with(why).push("rejections", |p| p.payload(&d.data)))
+        }),
+    )
+    .await;
     // Three deliveries (the first and two retries), none acked as done; the third
     // `failed` ack passes the retry limit and dead-letters it.
-    let seen = outcomes.lock().unwrap().clone();
+    let seen: Vec<&str> = outcomes.iter().map(Outcome::name).collect();
     assert_eq!(seen, ["refused", "failed", "failed"], "{summary}");
     assert_eq!(
         (
@@ -1422,33 +1409,15 @@ async fn a_step_that_dead_letters_its_message_is_counted_dead_lettered_not_commi
 #[tokio::test]
 async fn a_refusal_whose_handler_fails_is_still_counted_refused() {
     let (broker, client) = stocked(0).await;
-    push(
-        &client,
+    let (summary, outcomes, _) = refusal(
+        &broker,
         "refused-err",
-        "Default",
-        &[serde_json::json!({"n": 1})],
+        3,
+        |s| s.kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required()),
+        Some(|_d, _gate| Err("out of stock: later".to_string())),
     )
     .await;
-    let outcomes = Arc::new(Mutex::new(Vec::new()));
-    let observed = outcomes.clone();
-    let summary = tokio::time::timeout(
-        Duration::from_secs(20),
-        client
-            .worker::<Job>("refused-err")
-            .on_settled(move |_, o| observed.lock().unwrap().push(o.clone()))
-            .on_refused(
-                |_d, _gate| async move { Err::<TransactionBuilder, _>("out of stock: later") },
-            )
-            .run_until_idle(|_d, step| async move {
-                Ok::<_, String>(
-                    step.kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required()),
-                )
-            }),
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    // Refused at each delivery (the default retry limit: 3 failures, then the dead
+    // Refused at each delivery (a retry limit of 3: 3 failures, then the dead
     // letter); never committed, never done, never `failed` as a handler error.
     assert_eq!(
         (summary.committed, summary.already_done, summary.failed),
@@ -1460,7 +1429,7 @@ async fn a_refusal_whose_handler_fails_is_still_counted_refused() {
         summary.processed,
         "{summary}"
     );
-    let first = outcomes.lock().unwrap()[0].clone();
+    let first = outcomes[0].clone();
     assert!(
         matches!(
             first,

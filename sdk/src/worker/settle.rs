@@ -143,27 +143,29 @@ pub(crate) async fn commit(
         tally.add(|s| s.lease_lost += 1);
         return Step::Settled(Outcome::LeaseLost);
     }
-    let step = if step.ack_status(head).is_some() {
-        step
-    } else {
-        step.ack(head)
-    };
-    // A step done before is settled as it would have settled the message: a step that
+    // How the step acks `head` (the runner adds a `completed` ack if it does not). A
+    // step done before is settled as it would have settled the message: a step that
     // acks it `failed` (or `dlq`) and pushes a rejection, run again, must not turn into
     // a `completed` ack because its push is now a duplicate.
-    let status = step
-        .ack_status(head)
-        .cloned()
-        .unwrap_or(AckStatus::Completed);
+    let (step, status) = match step.ack_status(head).cloned() {
+        Some(status) => (step, status),
+        None => (step.ack(head), AckStatus::Completed),
+    };
     Step::Settled(match step.commit().await {
         Ok(Commit::Committed(c)) => {
             tracing::Span::current().record("step_txn", c.transaction_id.as_str());
             tracing::debug!(retried = c.retried, "step committed");
             // The step dead-lettered the message (it acked it `dlq`, or `failed` past the
-            // retry limit): counted so, not as work done.
-            let dead_lettered = c.results().iter().any(|r| {
-                matches!(r, StepResult::Ack(a) if a.dlq && a.transaction_id == head.transaction_id)
-            });
+            // retry limit): counted so, not as work done. Only such a step's results are
+            // read: a `completed` step's are never decoded here (decoding them was a
+            // measurable part of a step's cost; see `Committed`).
+            let dead_lettered = match status {
+                AckStatus::Completed | AckStatus::Retry => false,
+                AckStatus::Dlq => true,
+                AckStatus::Failed { .. } => c.results().iter().any(|r| {
+                    matches!(r, StepResult::Ack(a) if a.dlq && a.transaction_id == head.transaction_id)
+                }),
+            };
             match role {
                 Role::Handler if dead_lettered => {
                     tally.add(|s| s.dead_lettered += 1);
