@@ -319,9 +319,13 @@ pub fn required_role(method: &str, path: &str) -> Option<Role> {
     if path == "/health" {
         return None;
     }
-    let admin = method == "DELETE"
+    // Deleting a queue or a group; and the process's own figures (CPU, memory,
+    // commits, stored bytes), which move with every tenant's traffic.
+    let admin = (method == "DELETE"
         && (path.starts_with("/api/v1/resources/queues/")
-            || path.starts_with("/api/v1/consumer-groups/"));
+            || path.starts_with("/api/v1/consumer-groups/")))
+        || ((method == "GET" || method == "HEAD")
+            && path.trim_end_matches('/') == "/api/v1/analytics/system-metrics");
     // The `GET`s that consume: every pop (by queue, by partition, queue-wide or by
     // namespace/task, and the ephemeral pop).
     let consumes = (method == "GET" || method == "HEAD") && is_pop(path);
@@ -665,6 +669,20 @@ mod tests {
         assert_eq!(
             required_role("DELETE", "/api/v1/consumer-groups/g"),
             Some(Role::Admin)
+        );
+        for spelling in [
+            "/api/v1/analytics/system-metrics",
+            "/api/v1/analytics/system-metrics/",
+        ] {
+            assert_eq!(
+                required_role("GET", spelling),
+                Some(Role::Admin),
+                "{spelling}"
+            );
+        }
+        assert_eq!(
+            required_role("GET", "/api/v1/analytics/worker-metrics"),
+            Some(Role::ReadOnly)
         );
         assert!(Role::ReadOnly < Role::ReadWrite && Role::ReadWrite < Role::Admin);
     }

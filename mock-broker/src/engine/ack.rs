@@ -312,7 +312,7 @@ fn dead_letter(
     let Some(message) = tx.get::<MessageRecord>(T::Messages, &mkey)? else {
         return Ok(());
     };
-    let seq = super::queues::next_counter(tx, "next_dlq_seq")?;
+    let seq = super::queues::next_counter(tx, tenant, super::queues::Counter::DlqSeq)?;
     tx.put(
         T::Dlq,
         Key::tenant(tenant).u64(seq).into_bytes(),

@@ -14,7 +14,8 @@
 //!   `retryLimit`; past it the message is dropped and counted (there is no DLQ).
 //!   `autoAck` commits at delivery (at most once).
 //! - Ids are `e:<epoch>:<partition>:<seq>`; the epoch names this engine instance, so
-//!   an ack of an id minted by another instance (a restart) answers `stale`.
+//!   an ack of an id minted by another instance (a restart) answers `stale`; `seq`
+//!   counts the tenant's messages (per tenant, so it tells nothing of another's).
 //! - Bounds: `maxLength`/`maxBytes` refuse a push (429 `queue_full`) or drop the
 //!   oldest (`policy: dropOldest`); `ttlSeconds` drops unconsumed messages by age;
 //!   every queue of the engine shares one byte budget (503 `ephemeral_unavailable`).
@@ -30,7 +31,6 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::value::RawValue;
@@ -492,6 +492,10 @@ type QueueKey = (String, String);
 struct State {
     queues: HashMap<QueueKey, Queue>,
     bytes: u64,
+    /// The next message seq of each tenant. Per tenant, so that the seqs in a tenant's
+    /// ids say nothing of another's traffic; never reset (a queue deleted and made
+    /// again goes on counting), so an id of a message gone never names a new one.
+    seqs: HashMap<String, u64>,
 }
 
 impl State {
@@ -499,7 +503,9 @@ impl State {
     fn queue(&mut self, key: &QueueKey, now: Micros) -> Result<&mut Queue, EngineError> {
         if !self.queues.contains_key(key) {
             if self.queues.len() >= MAX_QUEUES {
-                self.collect(now);
+                // The table is the engine's, so at its bound every tenant's idle
+                // implicit queues go (an empty queue forgotten loses only its counts).
+                self.collect(now, None);
             }
             if self.queues.len() >= MAX_QUEUES {
                 return Err(EngineError::EphemeralUnavailable(format!(
@@ -516,17 +522,21 @@ impl State {
         Ok(self.queues.get_mut(key).expect("present"))
     }
 
-    /// Forgets implicit queues that are empty and have been idle a while.
-    fn collect(&mut self, now: Micros) {
-        self.queues
-            .retain(|_, q| q.declared || !q.idle() || now - q.last_used < IDLE_COLLECT);
+    /// Forgets implicit queues that are empty and have been idle a while: the tenant's,
+    /// or every tenant's with `None`.
+    fn collect(&mut self, now: Micros, tenant: Option<&str>) {
+        self.queues.retain(|(t, _), q| {
+            tenant.is_some_and(|tenant| tenant != t)
+                || q.declared
+                || !q.idle()
+                || now - q.last_used < IDLE_COLLECT
+        });
     }
 }
 
 /// The ephemeral queues of one engine.
 pub struct Rings {
     epoch: String,
-    seq: AtomicU64,
     state: Mutex<State>,
     arrived: tokio::sync::Notify,
 }
@@ -535,7 +545,6 @@ impl Default for Rings {
     fn default() -> Self {
         Rings {
             epoch: format!("{:x}", uuid::Uuid::new_v4().as_u128() as u32),
-            seq: AtomicU64::new(1),
             state: Mutex::default(),
             arrived: tokio::sync::Notify::new(),
         }
@@ -643,9 +652,14 @@ impl Rings {
                     total - freed
                 )));
             }
+            if !s.seqs.contains_key(tenant) {
+                s.seqs.insert(tenant.to_string(), 1);
+            }
+            let next = s.seqs.get_mut(tenant).expect("inserted above");
+            let first = *next;
+            *next += n;
             let r = q.rings.entry(partition.to_string()).or_default();
-            for payload in payloads {
-                let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+            for (seq, payload) in (first..).zip(payloads) {
                 r.bytes += payload.get().len() as u64;
                 r.msgs.push_back(Msg {
                     seq,
@@ -875,7 +889,8 @@ impl Rings {
     /// Every queue of `tenant`, in name order.
     pub fn list(&self, tenant: &str, now: Micros) -> Vec<QueueFigures> {
         self.with(|s| {
-            s.collect(now);
+            // Only the caller's: a listing must not change what another tenant sees.
+            s.collect(now, Some(tenant));
             let mut names: Vec<String> = s
                 .queues
                 .keys()

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Number;
 
-use super::queues::next_counter;
+use super::queues::{Counter, next_counter};
 use crate::clock::Micros;
 use crate::store::keys::{Key, KeyReader};
 use crate::store::records::decode;
@@ -524,7 +524,7 @@ fn expires_at(now: Micros, expiry: Expiry) -> Option<Micros> {
     }
 }
 
-/// Writes a row with a new broker-wide version, lapsing at `expires_at`.
+/// Writes a row with the tenant's next version, lapsing at `expires_at`.
 fn write(
     tx: &mut Tx,
     tenant: &str,
@@ -532,7 +532,7 @@ fn write(
     expires_at: Option<Micros>,
     value: String,
 ) -> Result<KvRow, StoreError> {
-    let version = next_counter(tx, "kv_version")?;
+    let version = next_counter(tx, tenant, Counter::KvVersion)?;
     let row = KvRow {
         value,
         version,

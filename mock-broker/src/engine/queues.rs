@@ -186,7 +186,8 @@ pub fn partition_key(tenant: &str, queue: &str, partition: &str) -> Vec<u8> {
     Key::tenant(tenant).str(queue).str(partition).into_bytes()
 }
 
-/// The partition's record, created (with a new broker-wide id) when it does not exist.
+/// The partition's record, created (with the tenant's next partition id) when it does
+/// not exist.
 pub fn ensure_partition(
     tx: &mut Tx,
     tenant: &str,
@@ -197,7 +198,7 @@ pub fn ensure_partition(
     if let Some(rec) = tx.get::<PartitionRecord>(T::Partitions, &key)? {
         return Ok(rec);
     }
-    let id = next_counter(tx, "next_partition_id")?;
+    let id = next_counter(tx, tenant, Counter::PartitionId)?;
     let rec = PartitionRecord {
         id,
         next_offset: 0,
@@ -215,10 +216,47 @@ pub fn ensure_partition(
     Ok(rec)
 }
 
-/// Takes the next value of a broker-wide counter (starting at 1).
-pub fn next_counter(tx: &mut Tx, name: &str) -> Result<u64, StoreError> {
-    let key = name.as_bytes().to_vec();
-    let next = tx.get::<u64>(T::Meta, &key)?.unwrap_or(1);
+/// A counter kept per tenant, whose values callers see (partition ids, KV versions) or
+/// whose order they see (dead letters).
+///
+/// Per tenant, so that no tenant learns another's write rate from the gaps: a
+/// broker-wide counter let one tenant's next KV version skip by another's writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counter {
+    /// Partition ids: every key under a partition id also begins with the tenant.
+    PartitionId,
+    /// KV row versions: only monotonic per row is promised.
+    KvVersion,
+    /// The order of dead letters.
+    DlqSeq,
+}
+
+impl Counter {
+    /// The `meta` key a broker-wide counter had before counters were per tenant.
+    fn legacy_key(self) -> &'static str {
+        match self {
+            Counter::PartitionId => "next_partition_id",
+            Counter::KvVersion => "kv_version",
+            Counter::DlqSeq => "next_dlq_seq",
+        }
+    }
+}
+
+/// Takes the tenant's next value of `counter` (starting at 1).
+///
+/// A tenant's counter that does not exist yet starts where the broker-wide counter of a
+/// file written before this change stood, so no value is taken twice in a tenant (a
+/// version or a partition id reused would be an ABA for a caller holding the old one).
+pub fn next_counter(tx: &mut Tx, tenant: &str, counter: Counter) -> Result<u64, StoreError> {
+    // The name first, then the tenant: a broker-wide key (a bare name, no separator)
+    // never equals one of these.
+    let key = Key::tenant(counter.legacy_key()).str(tenant).into_bytes();
+    let next = match tx.get::<u64>(T::Meta, &key)? {
+        Some(next) => next,
+        None => tx
+            .get::<u64>(T::Meta, counter.legacy_key().as_bytes())?
+            .unwrap_or(1),
+    };
     tx.put(T::Meta, key, &(next + 1));
     Ok(next)
 }
@@ -288,4 +326,27 @@ pub fn delete_queue(tx: &mut Tx, tenant: &str, queue: &str) -> Result<bool, Stor
     crate::engine::dlq::delete_queue_entries(tx, tenant, queue)?;
     tx.delete(T::Queues, qkey);
     Ok(existed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Memory, Room, Tables};
+
+    #[test]
+    fn a_tenants_counter_goes_on_from_a_broker_wide_one_and_apart_from_the_others() {
+        let db = crate::store::open(None).unwrap();
+        let txn = db.begin_write().unwrap();
+        let mut tables = Tables::open(&txn, 0, Room::default()).unwrap();
+        let memory = Memory::default();
+        let mut tx = Tx::new(&mut tables, 0, &memory);
+        // A file written when versions were broker-wide: the next one was 78.
+        tx.put(T::Meta, b"kv_version".to_vec(), &78u64);
+        let mut next = |tenant| next_counter(&mut tx, tenant, Counter::KvVersion).unwrap();
+        assert_eq!((next("acme"), next("acme")), (78, 79), "no version taken twice");
+        assert_eq!(next("globex"), 78, "globex counts apart from acme");
+        assert_eq!((next("acme"), next("globex")), (80, 79));
+        let first_id = next_counter(&mut tx, "acme", Counter::PartitionId).unwrap();
+        assert_eq!(first_id, 1, "no broker-wide partition counter: from 1");
+    }
 }

@@ -111,18 +111,15 @@ impl Candidates {
     }
 }
 
-/// Whose a partition is.
-struct Owner {
-    tenant: Arc<str>,
-    queue: Arc<str>,
-}
-
 /// The index: tenant, then queue, then group. Looked up by `&str`, so the hot path
 /// allocates only for a queue or group met the first time.
 #[derive(Default)]
 pub struct Ready {
     tenants: HashMap<String, HashMap<String, HashMap<String, Candidates>>>,
-    owners: HashMap<u64, Owner>,
+    /// Partition id to queue, per tenant (partition ids are counted per tenant).
+    owners: HashMap<String, HashMap<u64, Arc<str>>>,
+    /// Entries in `owners`, bounded by [`MAX_OWNERS`].
+    owner_count: usize,
     /// Groups built since the index last started afresh.
     groups: usize,
     /// Candidates they were built with (what the index holds, give or take the
@@ -245,12 +242,7 @@ pub fn observe(tx: &mut Tx) {
 
 /// The queue a partition belongs to, remembered once read.
 fn owner(tx: &Tx, tenant: &str, pid: u64) -> Option<Arc<str>> {
-    let known = tx.with_memory(|r: &mut Ready| {
-        r.owners
-            .get(&pid)
-            .filter(|o| &*o.tenant == tenant)
-            .map(|o| o.queue.clone())
-    });
+    let known = tx.with_memory(|r: &mut Ready| r.owners.get(tenant)?.get(&pid).cloned());
     if known.is_some() {
         return known;
     }
@@ -262,16 +254,15 @@ fn owner(tx: &Tx, tenant: &str, pid: u64) -> Option<Arc<str>> {
         if !r.tenants.contains_key(tenant) {
             return;
         }
-        if r.owners.len() >= MAX_OWNERS {
+        if r.owner_count >= MAX_OWNERS {
             r.owners.clear();
+            r.owner_count = 0;
         }
-        r.owners.insert(
-            pid,
-            Owner {
-                tenant: tenant.into(),
-                queue: queue.clone(),
-            },
-        );
+        // Once per partition met: the allocation of the tenant's name does not matter.
+        let owners = r.owners.entry(tenant.to_string()).or_default();
+        if owners.insert(pid, queue.clone()).is_none() {
+            r.owner_count += 1;
+        }
     });
     Some(queue)
 }

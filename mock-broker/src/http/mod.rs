@@ -35,7 +35,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 pub use messages::parse_push;
 pub use txn::parse_transaction;
 
-use crate::auth::{Auth, Identity, required_role};
+use crate::auth::{Auth, Identity, Role, required_role};
 use crate::engine::Engine;
 use crate::harness::Harness;
 use error::ApiError;
@@ -64,6 +64,13 @@ impl Caller {
     /// The tenant the call acts as.
     pub fn tenant(&self) -> &str {
         &self.identity.tenant
+    }
+
+    /// Whether the caller may see figures of the whole process (commits, commands,
+    /// stored bytes, CPU, memory): they move with every tenant's traffic, so only an
+    /// admin sees them (and everyone when authentication is off, as an admin).
+    pub fn sees_process(&self) -> bool {
+        self.identity.role >= Role::Admin
     }
 }
 

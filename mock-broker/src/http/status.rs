@@ -126,8 +126,8 @@ fn worker_row(s: &Caller) -> WorkerRow {
         messages_processed: totals.pop_messages,
         messages_ingested: totals.push_messages,
         last_seen: s.engine.activity().last_seen(s.tenant()).map(format_iso),
-        commands: stats.commands,
-        commits: stats.commits,
+        commands: s.sees_process().then_some(stats.commands),
+        commits: s.sees_process().then_some(stats.commits),
     }
 }
 
@@ -547,6 +547,7 @@ pub async fn metrics(s: Caller) -> Result<Response, ApiError> {
     };
     let calls = t.push_requests + t.pop_requests + t.ack_requests;
     let p = s.engine.process_now();
+    let shown = |figure: u64| s.sees_process().then_some(figure);
     let body = Metrics {
         uptime,
         requests: TotalRate {
@@ -562,17 +563,17 @@ pub async fn metrics(s: Caller) -> Result<Response, ApiError> {
                 Health::Healthy => "healthy",
                 Health::Degraded(_) => "degraded",
             },
-            commits: p.commits,
-            commands: p.commands,
-            live_bytes: p.live_bytes,
+            commits: shown(p.commits),
+            commands: shown(p.commands),
+            live_bytes: shown(p.live_bytes),
         },
         memory: MetricsMemory {
-            rss: p.rss_bytes,
-            virtual_bytes: p.virtual_bytes,
+            rss: shown(p.rss_bytes),
+            virtual_bytes: shown(p.virtual_bytes),
         },
         cpu: MetricsCpu {
-            user: p.cpu_user_us,
-            system: p.cpu_system_us,
+            user: shown(p.cpu_user_us),
+            system: shown(p.cpu_system_us),
         },
     };
     Ok(AxumJson(body).into_response())

@@ -111,7 +111,8 @@ type Def = TableDefinition<'static, &'static [u8], &'static [u8]>;
 /// The broker's tables. The discriminant indexes [`TABLES`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum T {
-    /// Counters: `next_partition_id`, `next_dlq_seq`.
+    /// Per-tenant counters (`engine::queues::Counter`), the live byte count, the log's
+    /// sequence.
     Meta = 0,
     /// (tenant, queue) -> QueueRecord
     Queues,

@@ -191,10 +191,10 @@ pub struct WorkerRow {
     pub messages_ingested: u64,
     /// The last minute with activity.
     pub last_seen: Option<String>,
-    /// Writer commands applied since start.
-    pub commands: u64,
-    /// Durable commits since start.
-    pub commits: u64,
+    /// Writer commands applied since start (process-wide: `null` but for an admin).
+    pub commands: Option<u64>,
+    /// Durable commits since start (process-wide: `null` but for an admin).
+    pub commits: Option<u64>,
 }
 
 /// A queue in the status summary.
@@ -753,28 +753,28 @@ pub struct Metrics {
 pub struct MetricsDatabase {
     /// `healthy` or `degraded`.
     pub status: &'static str,
-    /// Durable commits.
-    pub commits: u64,
+    /// Durable commits (process-wide, like every figure below: `null` but for an admin).
+    pub commits: Option<u64>,
     /// Commands applied.
-    pub commands: u64,
+    pub commands: Option<u64>,
     /// Bytes stored.
-    pub live_bytes: u64,
+    pub live_bytes: Option<u64>,
 }
 
 /// Memory in `/metrics`.
 #[derive(Serialize)]
 pub struct MetricsMemory {
-    /// Resident bytes.
-    pub rss: u64,
-    /// Virtual bytes.
-    pub virtual_bytes: u64,
+    /// Resident bytes (`null` but for an admin).
+    pub rss: Option<u64>,
+    /// Virtual bytes (`null` but for an admin).
+    pub virtual_bytes: Option<u64>,
 }
 
 /// CPU in `/metrics`.
 #[derive(Serialize)]
 pub struct MetricsCpu {
-    /// User time, µs.
-    pub user: u64,
-    /// Kernel time, µs.
-    pub system: u64,
+    /// User time, µs (`null` but for an admin).
+    pub user: Option<u64>,
+    /// Kernel time, µs (`null` but for an admin).
+    pub system: Option<u64>,
 }
