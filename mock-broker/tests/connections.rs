@@ -101,6 +101,50 @@ async fn a_client_too_slow_to_send_its_request_head_is_disconnected() {
 }
 
 #[tokio::test]
+async fn a_declared_body_over_the_limit_is_413_at_once_and_writes_nothing() {
+    // The default read deadline (60 s): the answer must not wait for it.
+    let broker = MockBroker::start_in_memory().await.unwrap();
+    let started = Instant::now();
+    let mut big = TcpStream::connect(broker.addr()).await.unwrap();
+    big.write_all(
+        b"POST /api/v1/push HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100000000\r\n\r\n{\"items\": [",
+    )
+    .await
+    .unwrap();
+    let mut text = String::new();
+    let mut buf = vec![0u8; 2048];
+    // Read until the connection closes: the answer, then the close.
+    loop {
+        let n = tokio::time::timeout(Duration::from_secs(10), big.read(&mut buf))
+            .await
+            .expect("answered well before the 60 s read deadline")
+            .unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(text.contains("payload_too_large"), "{text}");
+    assert!(text.contains("100000000"), "says what was declared: {text}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // A body at the limit's edge is still read (and refused for what it is, not its size).
+    let (s, r) = {
+        let res = reqwest::Client::new()
+            .post(format!("{}/api/v1/push", broker.url()))
+            .header("content-type", "application/json")
+            .body(vec![b' '; 1024])
+            .send()
+            .await
+            .unwrap();
+        (res.status(), res.text().await.unwrap())
+    };
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{r}");
+    assert_eq!(broker.stats().commits, 0);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_body_that_trickles_in_past_the_deadline_is_408_and_writes_nothing() {
     let broker = MockBroker::builder()
         .header_read_timeout(Duration::from_millis(400))
