@@ -511,11 +511,27 @@ fn with_reserve(
         (None, Storage::File(path)) => {
             let mut file = path.clone().into_os_string();
             file.push(".reserve");
-            match store::reserve::FileReserve::create(file.into(), bytes) {
-                Ok(reserve) => db.with_reserve(Box::new(reserve)),
+            // Starting with a smaller reserve, or none, beats not starting on a tight
+            // disk; the line says which, so an operator can size the disk.
+            match store::reserve::FileReserve::create_within(file.into(), bytes) {
+                Ok(Some(reserve)) if reserve.bytes() == bytes => db.with_reserve(Box::new(reserve)),
+                Ok(Some(reserve)) => {
+                    tracing::warn!(
+                        asked = bytes,
+                        held = reserve.bytes(),
+                        "storage reserve sized down: the asked size does not fit on the disk; holding half of the largest size that fits"
+                    );
+                    db.with_reserve(Box::new(reserve))
+                }
+                Ok(None) => {
+                    tracing::warn!(
+                        asked = bytes,
+                        "no storage reserve: not even 1 MiB fits on the disk; a full disk will refuse every write (507) until space returns"
+                    );
+                    db
+                }
                 Err(e) => {
-                    // Starting without a reserve beats not starting on a tight disk.
-                    tracing::warn!(error = %e, "no storage reserve: cannot write it");
+                    tracing::warn!(error = %e, "no storage reserve: cannot write it; a full disk will refuse every write (507) until space returns");
                     db
                 }
             }

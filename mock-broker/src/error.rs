@@ -78,7 +78,7 @@ impl From<StoreError> for EngineError {
 impl From<Arc<StoreError>> for EngineError {
     fn from(e: Arc<StoreError>) -> Self {
         match (&*e, e.degradation()) {
-            (StoreError::Full { .. } | StoreError::DiskFull, _)
+            (StoreError::Full { .. } | StoreError::DiskFull | StoreError::NoSpace(_), _)
             | (_, Some(Degradation::StorageFull)) => EngineError::StorageFull(e.to_string()),
             (StoreError::Unavailable(_), _) | (_, Some(Degradation::IoError)) => {
                 EngineError::StorageUnavailable(e)

@@ -398,7 +398,7 @@ fn run(
                 db.set_health(Health::Degraded(
                     e.degradation().unwrap_or(Degradation::IoError),
                 ));
-                reopen(&db, &mut live, &mut memory);
+                let _ = reopen(&db, &mut live, &mut memory);
                 stats.live_bytes.store(live, Ordering::Relaxed);
             }
             Ok(applied @ (Applied::Committed | Applied::Held)) => {
@@ -440,7 +440,7 @@ fn run(
                     // A failed append to the log leaves redb as it was (the batch's
                     // transaction was dropped): only a failed redb commit needs it.
                     if !matches!(**e, StoreError::Log(_)) {
-                        reopen(&db, &mut live, &mut memory);
+                        let _ = reopen(&db, &mut live, &mut memory);
                     }
                 }
                 // The dropped transaction held earlier batches too, answered and in
@@ -522,7 +522,7 @@ fn commit_or_reopen(
     if let Some(why) = e.degradation() {
         db.set_health(Health::Degraded(why));
     }
-    reopen(db, live, memory);
+    let _ = reopen(db, live, memory);
     false
 }
 
@@ -550,43 +550,63 @@ fn restore_or_reopen(db: &DbHandle, live: &mut u64, memory: &mut Memory) {
         }
         Err(e) => {
             tracing::error!(error = %e, "cannot apply held batches again; reopening");
-            reopen(db, live, memory);
+            let _ = reopen(db, live, memory);
         }
     }
 }
 
 /// The database to commit to: the current one, or, while a reopen is pending, a new
-/// attempt at it.
+/// attempt at it. A reopen that fails while the disk is full (the replay of the log
+/// needs space too) answers [`StoreError::NoSpace`], a 507 like any write refused for a
+/// full disk: a 503 "retry shortly" would send clients back for as long as the disk
+/// stays full, and tell an operator nothing.
 fn current_db(
     db: &DbHandle,
     live: &mut u64,
     memory: &mut Memory,
 ) -> Result<Arc<Database>, Arc<StoreError>> {
-    match db.get() {
-        Ok(d) => Ok(d),
-        Err(_) => reopen(db, live, memory).ok_or_else(|| {
-            Arc::new(StoreError::Unavailable(
-                "the database is being reopened after an I/O error".into(),
-            ))
-        }),
-    }
+    let why = match db.get() {
+        Ok(d) => return Ok(d),
+        // Tried moments ago: answer at once, as that attempt did.
+        Err(_) => match db.reopen_not_due() {
+            Some(why) => why,
+            None => match reopen(db, live, memory) {
+                Ok(d) => return Ok(d),
+                Err(e) => e.to_string(),
+            },
+        },
+    };
+    Err(Arc::new(match db.health() {
+        Health::Degraded(Degradation::StorageFull) => {
+            StoreError::NoSpace(format!("the database cannot be reopened: {why}"))
+        }
+        _ => StoreError::Unavailable(format!(
+            "the database is being reopened after an I/O error: {why}"
+        )),
+    }))
 }
 
 /// Opens the database again and rebuilds what the writer keeps in memory from it: the
 /// live byte count from the file, the caches from nothing. What the file holds is the
 /// last durable commit, so nothing acknowledged is lost and nothing of the failed
-/// batch appears.
-fn reopen(db: &DbHandle, live: &mut u64, memory: &mut Memory) -> Option<Arc<Database>> {
+/// batch appears. A failure for lack of space marks the health `storage_full`, whatever
+/// the first failure was.
+fn reopen(db: &DbHandle, live: &mut u64, memory: &mut Memory) -> Result<Arc<Database>, StoreError> {
     match db.reopen() {
         Ok(d) => {
             *live = count_live(db);
             *memory = Memory::default();
             tracing::info!("database reopened after an I/O error");
-            Some(d)
+            Ok(d)
         }
         Err(e) => {
-            tracing::warn!(error = %e, "reopening the database failed; the next batch tries again");
-            None
+            if let Some(why) = e.degradation() {
+                db.set_health(Health::Degraded(why));
+            }
+            if let Some(failures) = db.note_reopen_failure(&e) {
+                tracing::warn!(error = %e, failures, "reopening the database failed; the next batch tries again");
+            }
+            Err(e)
         }
     }
 }

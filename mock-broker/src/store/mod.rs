@@ -60,6 +60,11 @@ pub enum StoreError {
         "the disk is full: commands that add data are refused until space returns; pops, acks and deletes go on"
     )]
     DiskFull,
+    /// The disk is full and the database cannot be reopened for lack of space (there is
+    /// no reserve to give back, or it is spent): every write is refused (HTTP 507) until
+    /// space returns, and the next command tries again.
+    #[error("the disk is full: nothing can be written until space returns ({0})")]
+    NoSpace(String),
 }
 
 impl StoreError {
@@ -83,7 +88,7 @@ impl StoreError {
 }
 
 /// `ENOSPC` (or `EDQUOT`, a quota reached), however the platform reports it.
-fn is_no_space(e: &std::io::Error) -> bool {
+pub(crate) fn is_no_space(e: &std::io::Error) -> bool {
     const ENOSPC: i32 = 28;
     const EDQUOT: i32 = 122;
     e.kind() == std::io::ErrorKind::StorageFull

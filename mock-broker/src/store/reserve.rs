@@ -35,6 +35,9 @@ pub struct FileReserve {
     bytes: u64,
 }
 
+/// The smallest reserve worth holding: below it a full disk has nothing to drain with.
+pub const MIN_RESERVE: u64 = 1 << 20;
+
 impl FileReserve {
     /// A reserve of `bytes` at `path`, written now (or kept, if a previous run left one
     /// of that size).
@@ -44,6 +47,41 @@ impl FileReserve {
             reserve.restore()?;
         }
         Ok(reserve)
+    }
+
+    /// [`Self::create`], sized down when `bytes` does not fit on the disk: the largest of
+    /// `bytes / 2`, `bytes / 4`, ... that fits is found, and half of it is held, so the
+    /// data keeps at least as much room as the reserve takes (a reserve that filled the
+    /// disk would stop writes at once). `Ok(None)` when not even [`MIN_RESERVE`] fits.
+    /// Any error but a full disk is an error.
+    pub fn create_within(path: PathBuf, bytes: u64) -> io::Result<Option<Self>> {
+        match Self::create(path.clone(), bytes) {
+            Ok(r) => return Ok(Some(r)),
+            Err(e) if !super::is_no_space(&e) => return Err(e),
+            Err(_) => {}
+        }
+        let mut size = bytes / 2;
+        while size >= MIN_RESERVE {
+            match Self::create(path.clone(), size) {
+                Ok(fits) => {
+                    fits.release()?;
+                    let half = size / 2;
+                    return if half >= MIN_RESERVE {
+                        Self::create(path, half).map(Some)
+                    } else {
+                        Ok(None)
+                    };
+                }
+                Err(e) if super::is_no_space(&e) => size /= 2,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The bytes it holds.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 }
 
