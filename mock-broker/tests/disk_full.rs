@@ -6,7 +6,8 @@
 //!
 //! On a real filesystem where the machine allows one: a 24 MiB tmpfs mounted for the
 //! test (as root, as CI runs). Elsewhere the same steps run on the fault-injected
-//! storage layer (`harness::StorageFaults`), and the test says so.
+//! storage layer (`harness::StorageFaults`), and the test says so; `QUEEN_NO_TMPFS=1`
+//! takes that path on purpose.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -34,12 +35,13 @@ impl Disk {
     fn new(base: &Path) -> Disk {
         let dir = base.join("small");
         std::fs::create_dir_all(&dir).unwrap();
-        let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=24m", "tmpfs"])
-            .arg(&dir)
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
+        let mounted = std::env::var_os("QUEEN_NO_TMPFS").is_none()
+            && Command::new("mount")
+                .args(["-t", "tmpfs", "-o", "size=24m", "tmpfs"])
+                .arg(&dir)
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false);
         if !mounted {
             eprintln!(
                 "disk_full: no tmpfs can be mounted here (not root?): the fault-injected storage layer stands in for a full disk"
