@@ -27,43 +27,60 @@ async fn health_on(conn: &mut TcpStream, wait: Duration) -> Option<String> {
     text.lines().next().map(str::to_string)
 }
 
+/// Starts a long-poll on `conn` (a request busy in its handler for `ms`).
+async fn long_poll_on(conn: &mut TcpStream, ms: u64) {
+    let req =
+        format!("GET /api/v1/pop/queue/empty?wait=true&timeout={ms} HTTP/1.1\r\nhost: x\r\n\r\n");
+    conn.write_all(req.as_bytes()).await.unwrap();
+}
+
 #[tokio::test]
-async fn connections_past_the_limit_wait_until_one_closes() {
+async fn at_the_limit_the_longest_idle_connection_makes_room_and_a_busy_one_never() {
     let broker = MockBroker::builder()
         .max_connections(2)
         .start()
         .await
         .unwrap();
     let addr = broker.addr();
-    let mut a = TcpStream::connect(addr).await.unwrap();
-    let mut b = TcpStream::connect(addr).await.unwrap();
-    assert!(
-        health_on(&mut a, Duration::from_secs(5))
-            .await
-            .is_some_and(|l| l.contains("200"))
+    // Two connections busy in a handler: a third is accepted by the kernel but not
+    // served, as neither may be cut.
+    let (mut a, mut b) = (
+        TcpStream::connect(addr).await.unwrap(),
+        TcpStream::connect(addr).await.unwrap(),
     );
-    assert!(
-        health_on(&mut b, Duration::from_secs(5))
-            .await
-            .is_some_and(|l| l.contains("200"))
-    );
-
-    // The third connection is accepted by the kernel but not served.
+    long_poll_on(&mut a, 1_500).await;
+    long_poll_on(&mut b, 60_000).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let mut c = TcpStream::connect(addr).await.unwrap();
     assert_eq!(
         health_on(&mut c, Duration::from_millis(500)).await,
         None,
-        "a third connection is not served while two are open"
+        "a third connection is not served while two are busy"
     );
-
-    // Closing one lets it in; the request it already sent is answered.
-    drop(a);
-    let mut buf = vec![0u8; 1024];
+    // Once a's long-poll is answered, a is idle: it is closed for c, whose request is
+    // answered; b, still busy, is not touched.
+    let mut buf = vec![0u8; 4096];
     let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
         .await
-        .expect("served once a slot frees")
+        .expect("served once a connection is idle")
         .unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    let n = tokio::time::timeout(Duration::from_secs(5), a.read(&mut buf))
+        .await
+        .expect("a answered")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 204"));
+    let closed = tokio::time::timeout(Duration::from_secs(5), a.read(&mut buf)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "a was closed to make room"
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), b.read(&mut buf))
+            .await
+            .is_err(),
+        "b's long-poll goes on"
+    );
     broker.shutdown().await;
 }
 
@@ -227,4 +244,85 @@ async fn during_shutdown_new_requests_get_503_retry_and_work_in_flight_finishes(
     // After the drain the port is closed.
     let closed = http.get(format!("{url}/health")).send().await;
     assert!(closed.is_err(), "nothing listens after shutdown");
+}
+
+/// Idle keep-alive connections and slow clients (a head trickled, a body stalled) that
+/// hold every slot do not shut a working client out: at the limit, the connection idle
+/// the longest is closed for the new one. `QUEEN_FLOOD_CONNECTIONS` and
+/// `QUEEN_FLOOD_LIMIT` set the flood's size and the broker's limit (default 600
+/// against 200); the client's slowest answer and this process's RSS are printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_idle_and_slow_connections_does_not_shut_a_working_client_out() {
+    let var = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (flood, limit) = (
+        var("QUEEN_FLOOD_CONNECTIONS", 600),
+        var("QUEEN_FLOOD_LIMIT", 200),
+    );
+    let rss_mib = || {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                let line = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_string();
+                line.split_whitespace().nth(1)?.parse::<u64>().ok()
+            })
+            .map_or(0.0, |kb| kb as f64 / 1024.0)
+    };
+    let rss_before = rss_mib();
+    let broker = MockBroker::builder()
+        .max_connections(limit)
+        .start()
+        .await
+        .unwrap();
+    let addr = broker.addr();
+    let mut held = Vec::new();
+    for i in 0..flood {
+        let Ok(mut s) = TcpStream::connect(addr).await else {
+            continue;
+        };
+        // A third idle after one request (keep-alive), a third with half a head, a
+        // third with a head and a stalled body; none finishes.
+        let bytes: &[u8] = match i % 3 {
+            0 => b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n",
+            1 => b"GET /health HTTP/1.1\r\nhost: x\r\nx-slow: ",
+            _ => b"POST /api/v1/push HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"items\": [",
+        };
+        let _ = s.write_all(bytes).await;
+        held.push(s);
+    }
+    // A working client on fresh connections (no pool), and one on a kept-alive one.
+    let fresh = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let kept = reqwest::Client::new();
+    let mut slowest = Duration::ZERO;
+    for i in 0..40 {
+        let http = if i % 2 == 0 { &fresh } else { &kept };
+        let started = Instant::now();
+        let res = tokio::time::timeout(
+            Duration::from_secs(10),
+            http.post(format!("{}/api/v1/push", broker.url()))
+                .json(&json!({"items": [{"queue": "work", "transactionId": format!("w{i}"), "payload": i}]}))
+                .send(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("request {i} waited 10 s behind the flood"))
+        .unwrap();
+        assert_eq!(res.status(), StatusCode::CREATED);
+        slowest = slowest.max(started.elapsed());
+    }
+    eprintln!(
+        "flood: {} connections held against a limit of {limit}; the working client's slowest answer {slowest:?}; this process's RSS {rss_before:.1} MiB before the flood, {:.1} MiB during it",
+        held.len(),
+        rss_mib()
+    );
+    let stored = broker.inspect().messages("work", "Default").unwrap().len();
+    assert_eq!(stored, 40);
+    drop(held);
+    broker.shutdown().await;
 }
