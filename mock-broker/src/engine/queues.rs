@@ -343,7 +343,11 @@ mod tests {
         // A file written when versions were broker-wide: the next one was 78.
         tx.put(T::Meta, b"kv_version".to_vec(), &78u64);
         let mut next = |tenant| next_counter(&mut tx, tenant, Counter::KvVersion).unwrap();
-        assert_eq!((next("acme"), next("acme")), (78, 79), "no version taken twice");
+        assert_eq!(
+            (next("acme"), next("acme")),
+            (78, 79),
+            "no version taken twice"
+        );
         assert_eq!(next("globex"), 78, "globex counts apart from acme");
         assert_eq!((next("acme"), next("globex")), (80, 79));
         let first_id = next_counter(&mut tx, "acme", Counter::PartitionId).unwrap();
