@@ -8,7 +8,10 @@ use std::sync::Arc;
 use crate::store::{Degradation, StoreError};
 
 /// Why a command was not carried out.
+///
+/// Non-exhaustive: a new refusal is not a breaking change.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum EngineError {
     /// The request is malformed or breaks a rule of the API (HTTP 400 `bad_request`).
     #[error("{0}")]

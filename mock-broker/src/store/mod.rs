@@ -26,7 +26,10 @@ pub use memory::Memory;
 pub use tx::{Change, Room, Tables, Tx};
 
 /// A storage failure. Never the client's fault: it maps to a 5xx.
+///
+/// Non-exhaustive: new ways to fail (as [`StoreError::NoSpace`] was) are not breaking.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// redb failed (I/O, a full disk, a corrupt file).
     #[error("storage: {0}")]
