@@ -1,7 +1,8 @@
 # Sourced (not run) by the .ci scripts that run an official client's live tests
 # against this workspace's release broker.
 #
-#   broker_build                 builds `queen-mock-broker` in release; sets BROKER_BIN
+#   broker_build                 builds `queen-mock-broker` in release (with its
+#                                `mimalloc` feature); sets BROKER_BIN
 #   broker_start LOG [FLAG ...]  starts it on a free loopback port with a fresh data
 #                                file and the given flags, its output in LOG, and waits
 #                                for GET /health; sets BROKER_URL (and BROKER_PID)
@@ -9,7 +10,9 @@
 #                                harmless when none runs: callers `trap broker_stop EXIT`
 
 broker_build() {
-  cargo build --release -p queen-mock-broker
+  # With mimalloc, as benchmarked (off by default, so that tests that link the
+  # library compile no C); building it here keeps the feature building.
+  cargo build --release -p queen-mock-broker --features mimalloc
   BROKER_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/queen-mock-broker"
 }
 

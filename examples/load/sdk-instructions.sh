@@ -31,7 +31,8 @@ ROUNDS=${ROUNDS:-1}
 command -v valgrind >/dev/null || { echo "$(basename "$0") needs valgrind" >&2; exit 1; }
 . examples/load/common.sh
 BIN=${LOAD:-$BIN}
-cargo build --release --quiet -p queen-mock-broker
+# The broker the figures were measured on: mimalloc (a feature off by default).
+cargo build --release --quiet -p queen-mock-broker --features mimalloc
 BROKER=${CARGO_TARGET_DIR:-target}/release/queen-mock-broker
 DATA=$(mktemp -d)
 PORT=${PORT:-6759}

@@ -26,9 +26,27 @@
 //! [`engine::writer`], and the answer goes back. No caller hears success before its write is
 //! durable; many callers share one commit.
 //!
+//! ## In your tests: the plain line is the light one
+//!
+//! ```toml
+//! [dev-dependencies]
+//! queen-mock-broker = "0.1"
+//! ```
+//!
+//! The default features are empty, and a test that links the library compiles no
+//! command-line parser, no regex engine and no C allocator for the binary's sake (its
+//! flags are parsed by hand; its log output is `tracing-subscriber`'s `fmt` layer, a
+//! few small crates). The binary's one feature:
+//!
+//! - `mimalloc` (off by default): mimalloc as the `queen-mock-broker` binary's global
+//!   allocator. The library never sets an allocator; a test binary that wants mimalloc
+//!   declares it itself. Under load, glibc's malloc took a quarter of the broker's CPU,
+//!   so a broker you benchmark is built with `--features mimalloc`.
+//!
 //! [redb]: https://docs.rs/redb
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod auth;
 pub mod broker;

@@ -1,111 +1,374 @@
 //! `queen-mock-broker`: the reference Queen broker as a standalone server.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
+use std::str::FromStr;
 use std::time::Duration;
 
-use clap::Parser;
 use queen_mock_broker::auth::Auth;
 use queen_mock_broker::{MockBroker, StartError};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 /// Every request allocates on one tokio worker and frees on another or on the writer
 /// thread; glibc's malloc spent a quarter of the CPU on that under load (perf,
-/// ack-push at 64 clients), mimalloc a fraction of it.
+/// ack-push at 64 clients), mimalloc a fraction of it. A cargo feature, off by
+/// default: a C build in every test that links the library otherwise.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// A durable, single-node Queen broker on an embedded redb file.
-///
-/// Speaks the Queen 2 HTTP API (push, pop, ack, leases, consumer groups, dead letters)
-/// so that workers and the official clients can run against it unchanged.
-#[derive(Debug, Parser)]
-#[command(name = "queen-mock-broker", version, about, long_about)]
+const ABOUT: &str = "\
+A durable, single-node Queen broker on an embedded redb file.
+
+Speaks the Queen 2 HTTP API (push, pop, ack, leases, consumer groups, dead
+letters) so that workers and the official clients can run against it unchanged.";
+
+/// One command-line flag: its name, its environment variable, the name of its value
+/// (none for a switch), its default and its help text. The table is the parser and
+/// the `--help` text both, so the two cannot drift apart. Hand-written instead of
+/// clap: every test that links the library compiled clap too (see the workspace
+/// README's "Build weight").
+struct Flag {
+    name: &'static str,
+    env: Option<&'static str>,
+    value: Option<&'static str>,
+    default: Option<&'static str>,
+    help: &'static str,
+}
+
+const FLAGS: &[Flag] = &[
+    Flag {
+        name: "listen",
+        env: Some("QUEEN_LISTEN"),
+        value: Some("ADDR"),
+        default: Some("127.0.0.1:6632"),
+        help: "Address to listen on.",
+    },
+    Flag {
+        name: "data",
+        env: Some("QUEEN_DATA"),
+        value: Some("PATH"),
+        default: Some("./queen-data/queen.redb"),
+        help: "The redb file holding all data (created, with its folder, if missing); its \
+               write-ahead log is `<data>.wal` beside it, part of the database.",
+    },
+    Flag {
+        name: "in-memory",
+        env: None,
+        value: None,
+        default: None,
+        help: "Keep everything in memory and lose it on exit (ignores --data).",
+    },
+    Flag {
+        name: "token-file",
+        env: Some("QUEEN_TOKEN_FILE"),
+        value: Some("PATH"),
+        default: None,
+        help: "Turn authentication on with this token file: a JSON object mapping each \
+               bearer token to {\"role\": \"read-only|read-write|admin\", \"tenant\": \"...\", \
+               \"sub\": \"...\"}.",
+    },
+    Flag {
+        name: "jwt-secret",
+        env: Some("QUEEN_JWT_SECRET"),
+        value: Some("SECRET"),
+        default: None,
+        help: "Turn authentication on and accept HS256 JWTs signed with this secret \
+               (claims role or roles, tenant, sub, exp).",
+    },
+    Flag {
+        name: "jwt-default-tenant",
+        env: Some("QUEEN_JWT_DEFAULT_TENANT"),
+        value: Some("NAME"),
+        default: None,
+        help: "The tenant of a JWT that carries no `tenant` claim. Unset (the default), such \
+               a token is refused with 401: a credential joins a tenant only by saying so, \
+               or by the operator's choice here. A `tenant` that is not a string is refused \
+               either way.",
+    },
+    Flag {
+        name: "jwt-require-exp",
+        env: Some("QUEEN_JWT_REQUIRE_EXP"),
+        value: Some("BOOL"),
+        default: Some("true"),
+        help: "Refuse JWTs without an `exp` claim (401), so every token expires: `true` or \
+               `false`. It applies only with --jwt-secret.",
+    },
+    Flag {
+        name: "storage-cap",
+        env: Some("QUEEN_STORAGE_CAP"),
+        value: Some("SIZE"),
+        default: None,
+        help: "Cap on stored data, in bytes of keys and values (suffixes K, M, G and KiB, \
+               MiB, GiB accepted). At the cap, pushes, KV writes and timers answer 507 \
+               `storage_full`; reads, pops, acks and deletes go on. No cap by default.",
+    },
+    Flag {
+        name: "storage-reserve",
+        env: Some("QUEEN_STORAGE_RESERVE"),
+        value: Some("SIZE"),
+        default: Some("32MiB"),
+        help: "Disk held back for a full disk (suffixes as for --storage-cap), as a file \
+               beside the data file: when the disk fills, it is given back so pops, acks and \
+               deletes go on while writes that add data answer 507; 0 turns it off.",
+    },
+    Flag {
+        name: "cache-size",
+        env: Some("QUEEN_CACHE_SIZE"),
+        value: Some("SIZE"),
+        default: Some("64MiB"),
+        help: "Most bytes of database pages kept in memory (suffixes as for --storage-cap): \
+               the bound on the broker's resident memory whatever it stores.",
+    },
+    Flag {
+        name: "checkpoint-ms",
+        env: Some("QUEEN_CHECKPOINT_MS"),
+        value: Some("MS"),
+        default: Some("10000"),
+        help: "Longest time, in milliseconds, between checkpoints: durable commits of the \
+               data file that make the write-ahead log's records part of it (every write is \
+               durable in the log first). Rarer ones stall writes less often but for longer; \
+               0 makes one after every group of writes.",
+    },
+    Flag {
+        name: "max-connections",
+        env: Some("QUEEN_MAX_CONNECTIONS"),
+        value: Some("N"),
+        default: Some("4096"),
+        help: "Most connections served at once; more wait in the kernel's backlog.",
+    },
+    Flag {
+        name: "header-timeout-secs",
+        env: Some("QUEEN_HEADER_TIMEOUT"),
+        value: Some("S"),
+        default: Some("60"),
+        help: "Seconds a client may take to send a request's head (or to start its next \
+               request on a kept-alive connection) before the connection is closed.",
+    },
+    Flag {
+        name: "drain-secs",
+        env: Some("QUEEN_DRAIN"),
+        value: Some("S"),
+        default: Some("0"),
+        help: "Seconds to keep answering 503 `retry` after SIGTERM or Ctrl-C before closing \
+               the port, so load balancers and clients move away first.",
+    },
+    Flag {
+        name: "log",
+        env: Some("QUEEN_LOG"),
+        value: Some("FILTER"),
+        default: Some("info"),
+        help: "Log filter: a level (`info`) or comma-separated `target=level` directives \
+               (`queen_mock_broker=debug,info`); RUST_LOG, when set, wins.",
+    },
+];
+
+/// The broker's settings, from the command line, else the environment, else the
+/// defaults.
+#[derive(Debug)]
 struct Args {
-    /// Address to listen on.
-    #[arg(long, env = "QUEEN_LISTEN", default_value = "127.0.0.1:6632")]
     listen: SocketAddr,
-
-    /// The redb file holding all data (created, with its folder, if missing); its
-    /// write-ahead log is `<data>.wal` beside it, part of the database.
-    #[arg(long, env = "QUEEN_DATA", default_value = "./queen-data/queen.redb")]
     data: PathBuf,
-
-    /// Keep everything in memory and lose it on exit (ignores --data).
-    #[arg(long)]
     in_memory: bool,
-
-    /// Turn authentication on with this token file: a JSON object mapping each bearer
-    /// token to {"role": "read-only|read-write|admin", "tenant": "...", "sub": "..."}.
-    #[arg(long, env = "QUEEN_TOKEN_FILE")]
     token_file: Option<PathBuf>,
-
-    /// Turn authentication on and accept HS256 JWTs signed with this secret (claims
-    /// role or roles, tenant, sub, exp).
-    #[arg(long, env = "QUEEN_JWT_SECRET", hide_env_values = true)]
     jwt_secret: Option<String>,
-
-    /// The tenant of a JWT that carries no `tenant` claim. Unset (the default), such a
-    /// token is refused with 401: a credential joins a tenant only by saying so, or by
-    /// the operator's choice here. A `tenant` that is not a string is refused either way.
-    #[arg(long, env = "QUEEN_JWT_DEFAULT_TENANT")]
     jwt_default_tenant: Option<String>,
-
-    /// Refuse JWTs without an `exp` claim (401), so every token expires: `true` or
-    /// `false`. On by default; it applies only with --jwt-secret.
-    #[arg(long, env = "QUEEN_JWT_REQUIRE_EXP", default_value_t = true, action = clap::ArgAction::Set)]
     jwt_require_exp: bool,
-
-    /// Cap on stored data, in bytes of keys and values (suffixes K, M, G and KiB,
-    /// MiB, GiB accepted). At the cap, pushes, KV writes and timers answer 507
-    /// `storage_full`; reads, pops, acks and deletes go on. No cap by default.
-    #[arg(long, env = "QUEEN_STORAGE_CAP", value_parser = parse_size)]
     storage_cap: Option<u64>,
-
-    /// Disk held back for a full disk (suffixes as for --storage-cap), as a file beside
-    /// the data file: when the disk fills, it is given back so pops, acks and deletes
-    /// go on while writes that add data answer 507; 0 turns it off.
-    #[arg(long, env = "QUEEN_STORAGE_RESERVE", value_parser = parse_size, default_value = "32MiB")]
     storage_reserve: u64,
-
-    /// Most bytes of database pages kept in memory (suffixes as for --storage-cap): the
-    /// bound on the broker's resident memory whatever it stores.
-    #[arg(long, env = "QUEEN_CACHE_SIZE", value_parser = parse_size, default_value = "64MiB")]
     cache_size: u64,
-
-    /// Longest time, in milliseconds, between checkpoints: durable commits of the data
-    /// file that make the write-ahead log's records part of it (every write is durable
-    /// in the log first). Rarer ones stall writes less often but for longer; 0 makes one
-    /// after every group of writes.
-    #[arg(long, env = "QUEEN_CHECKPOINT_MS", default_value_t = 10_000)]
     checkpoint_ms: u64,
-
-    /// Most connections served at once; more wait in the kernel's backlog.
-    #[arg(long, env = "QUEEN_MAX_CONNECTIONS", default_value_t = 4096)]
     max_connections: usize,
-
-    /// Seconds a client may take to send a request's head (or to start its next
-    /// request on a kept-alive connection) before the connection is closed.
-    #[arg(long, env = "QUEEN_HEADER_TIMEOUT", default_value_t = 60)]
     header_timeout_secs: u64,
-
-    /// Seconds to keep answering 503 `retry` after SIGTERM or Ctrl-C before closing
-    /// the port, so load balancers and clients move away first.
-    #[arg(long, env = "QUEEN_DRAIN", default_value_t = 0)]
     drain_secs: u64,
-
-    /// Log filter, such as `info` or `queen_mock_broker=debug` (RUST_LOG also works).
-    #[arg(long, env = "QUEEN_LOG", default_value = "info")]
     log: String,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new(&args.log));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+/// What the command line asked for.
+enum Command {
+    Run(Box<Args>),
+    Help,
+    Version,
+}
 
+impl Args {
+    /// Parses `--flag value`, `--flag=value` and switches; a flag given twice, an
+    /// unknown one or a value that does not parse is an error naming it.
+    fn parse(
+        argv: impl IntoIterator<Item = String>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Command, String> {
+        let mut given: HashMap<&'static str, Option<String>> = HashMap::new();
+        let mut argv = argv.into_iter();
+        while let Some(arg) = argv.next() {
+            match arg.as_str() {
+                "-h" | "--help" => return Ok(Command::Help),
+                "-V" | "--version" => return Ok(Command::Version),
+                _ => {}
+            }
+            let Some(body) = arg.strip_prefix("--") else {
+                return Err(format!("unexpected argument `{arg}`"));
+            };
+            let (name, inline) = match body.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (body, None),
+            };
+            let flag = FLAGS
+                .iter()
+                .find(|f| f.name == name)
+                .ok_or_else(|| format!("unexpected argument `--{name}`"))?;
+            let value = match (flag.value, inline) {
+                (None, None) => None,
+                (None, Some(_)) => return Err(format!("`--{name}` takes no value")),
+                (Some(_), Some(v)) => Some(v),
+                (Some(v), None) => Some(
+                    argv.next()
+                        .ok_or_else(|| format!("`--{name}` needs a value <{v}>"))?,
+                ),
+            };
+            if given.insert(flag.name, value).is_some() {
+                return Err(format!("`--{name}` is given more than once"));
+            }
+        }
+        // The command line, else the flag's environment variable, else its default.
+        let text = |name: &str| -> Option<String> {
+            let flag = FLAGS.iter().find(|f| f.name == name).expect("a known flag");
+            match given.get(name) {
+                Some(v) => v.clone(),
+                None => flag
+                    .env
+                    .and_then(&env)
+                    .or_else(|| flag.default.map(str::to_string)),
+            }
+        };
+        fn typed<T>(
+            name: &str,
+            text: Option<String>,
+            parse: impl Fn(&str) -> Result<T, String>,
+        ) -> Result<Option<T>, String> {
+            let flag = FLAGS.iter().find(|f| f.name == name).expect("a known flag");
+            let source = match flag.env {
+                Some(env) => format!("`--{name}` (or {env})"),
+                None => format!("`--{name}`"),
+            };
+            text.map(|t| parse(&t).map_err(|e| format!("invalid value `{t}` for {source}: {e}")))
+                .transpose()
+        }
+        fn from_str<T: FromStr>(s: &str) -> Result<T, String>
+        where
+            T::Err: std::fmt::Display,
+        {
+            s.parse::<T>().map_err(|e| e.to_string())
+        }
+        let required = |name: &str, parse: fn(&str) -> Result<u64, String>| {
+            typed(name, text(name), parse).map(|v| v.expect("the flag has a default"))
+        };
+        Ok(Command::Run(Box::new(Args {
+            listen: typed("listen", text("listen"), from_str)?.expect("a default"),
+            data: PathBuf::from(text("data").expect("a default")),
+            in_memory: given.contains_key("in-memory"),
+            token_file: text("token-file").map(PathBuf::from),
+            jwt_secret: text("jwt-secret"),
+            jwt_default_tenant: text("jwt-default-tenant"),
+            jwt_require_exp: typed("jwt-require-exp", text("jwt-require-exp"), from_str)?
+                .expect("a default"),
+            storage_cap: typed("storage-cap", text("storage-cap"), parse_size)?,
+            storage_reserve: required("storage-reserve", parse_size)?,
+            cache_size: required("cache-size", parse_size)?,
+            checkpoint_ms: required("checkpoint-ms", from_str)?,
+            max_connections: typed("max-connections", text("max-connections"), from_str)?
+                .expect("a default"),
+            header_timeout_secs: required("header-timeout-secs", from_str)?,
+            drain_secs: required("drain-secs", from_str)?,
+            log: text("log").expect("a default"),
+        })))
+    }
+}
+
+/// The `--help` text: the table above, each flag with its environment variable and
+/// default.
+fn help() -> String {
+    let mut out = format!("{ABOUT}\n\nUsage: queen-mock-broker [OPTIONS]\n\nOptions:\n");
+    for f in FLAGS {
+        out.push_str(&format!("  --{}", f.name));
+        if let Some(v) = f.value {
+            out.push_str(&format!(" <{v}>"));
+        }
+        out.push('\n');
+        let mut help = f.help.to_string();
+        if let Some(env) = f.env {
+            help.push_str(&format!(" [env: {env}]"));
+        }
+        if let Some(d) = f.default {
+            help.push_str(&format!(" [default: {d}]"));
+        }
+        // Wrapped at 80 columns, indented under the flag.
+        let mut line = String::from("         ");
+        for word in help.split_whitespace() {
+            if line.len() + word.len() >= 80 && !line.trim().is_empty() {
+                out.push_str(line.trim_end());
+                out.push('\n');
+                line = String::from("         ");
+            }
+            line.push_str(word);
+            line.push(' ');
+        }
+        out.push_str(line.trim_end());
+        out.push_str("\n\n");
+    }
+    out.push_str("  -h, --help\n         Print help\n\n  -V, --version\n         Print version\n");
+    out
+}
+
+/// A log filter of `target=level` directives (tracing-subscriber's `Targets`: no
+/// span or field directives, and no regex engine in the build).
+fn log_filter(text: &str) -> Result<Targets, String> {
+    text.parse::<Targets>()
+        .map_err(|e| format!("invalid log filter `{text}`: {e}"))
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = match Args::parse(std::env::args().skip(1), |k| std::env::var(k).ok()) {
+        Ok(Command::Run(args)) => args,
+        Ok(Command::Help) => {
+            print!("{}", help());
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::Version) => {
+            println!("queen-mock-broker {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("queen-mock-broker: {e} (see --help)");
+            return ExitCode::from(2);
+        }
+    };
+    // RUST_LOG, when set and valid, wins over --log / QUEEN_LOG, as it did with clap
+    // and EnvFilter.
+    let filter = match std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|t| log_filter(&t).ok())
+        .map_or_else(|| log_filter(&args.log), Ok)
+    {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("queen-mock-broker: {e} (see --help)");
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer())
+        .with(filter)
+        .init();
+    serve(*args).await
+}
+
+async fn serve(args: Args) -> ExitCode {
     let mut builder = MockBroker::builder()
         // A server, not a test: no fault table or request log on the request path.
         .harness(false)
@@ -129,7 +392,13 @@ async fn main() -> anyhow::Result<()> {
     }
     if args.token_file.is_some() || args.jwt_secret.is_some() {
         let mut auth = match &args.token_file {
-            Some(path) => Auth::from_token_file(path)?,
+            Some(path) => match Auth::from_token_file(path) {
+                Ok(auth) => auth,
+                Err(e) => {
+                    eprintln!("queen-mock-broker: {e}");
+                    return ExitCode::from(2);
+                }
+            },
             None => Auth::new(),
         };
         if let Some(secret) = &args.jwt_secret {
@@ -150,7 +419,7 @@ async fn main() -> anyhow::Result<()> {
         Err(e) => {
             // One line, no backtrace: this is the operator's problem to read, not ours.
             eprintln!("queen-mock-broker: {}", start_failure(&e, &args));
-            std::process::exit(2);
+            return ExitCode::from(2);
         }
     };
     println!("queen-mock-broker listening on {}", broker.url());
@@ -159,7 +428,7 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!("shutting down: finishing in-flight requests and commits");
     broker.shutdown().await;
     tracing::info!("stopped");
-    Ok(())
+    ExitCode::SUCCESS
 }
 
 /// Why the broker did not start, in one line, with the way out.
@@ -218,5 +487,107 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {}
         _ = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(argv: &[&str], env: &[(&str, &str)]) -> Result<Args, String> {
+        let env: HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        match Args::parse(argv.iter().map(|a| a.to_string()), |k| env.get(k).cloned())? {
+            Command::Run(args) => Ok(*args),
+            Command::Help => Err("help".into()),
+            Command::Version => Err("version".into()),
+        }
+    }
+
+    #[test]
+    fn no_flags_give_the_documented_defaults() {
+        let a = parse(&[], &[]).unwrap();
+        assert_eq!(a.listen, "127.0.0.1:6632".parse().unwrap());
+        assert_eq!(a.data, PathBuf::from("./queen-data/queen.redb"));
+        assert!(!a.in_memory && a.jwt_require_exp);
+        assert_eq!(
+            (a.token_file, a.jwt_secret, a.storage_cap),
+            (None, None, None)
+        );
+        assert_eq!((a.storage_reserve, a.cache_size), (32 << 20, 64 << 20));
+        assert_eq!((a.checkpoint_ms, a.max_connections), (10_000, 4096));
+        assert_eq!((a.header_timeout_secs, a.drain_secs), (60, 0));
+        assert_eq!(a.log, "info");
+    }
+
+    #[test]
+    fn the_command_line_wins_over_the_environment_which_wins_over_the_default() {
+        let env = [("QUEEN_LISTEN", "127.0.0.1:7000"), ("QUEEN_DRAIN", "5")];
+        let a = parse(&["--listen=127.0.0.1:8000", "--in-memory"], &env).unwrap();
+        assert_eq!(a.listen, "127.0.0.1:8000".parse().unwrap());
+        assert_eq!(a.drain_secs, 5);
+        assert!(a.in_memory);
+        let a = parse(
+            &["--jwt-require-exp", "false", "--storage-cap", "2GiB"],
+            &[],
+        )
+        .unwrap();
+        assert!(!a.jwt_require_exp);
+        assert_eq!(a.storage_cap, Some(2 << 30));
+    }
+
+    #[test]
+    fn a_bad_command_line_is_refused_naming_the_flag() {
+        for (argv, env, says) in [
+            (&["--nope"][..], &[][..], "unexpected argument `--nope`"),
+            (&["listen"], &[], "unexpected argument `listen`"),
+            (&["--listen"], &[], "`--listen` needs a value"),
+            (&["--in-memory=yes"], &[], "`--in-memory` takes no value"),
+            (
+                &["--drain-secs", "1", "--drain-secs", "2"],
+                &[],
+                "more than once",
+            ),
+            (
+                &["--jwt-require-exp", "maybe"],
+                &[],
+                "for `--jwt-require-exp`",
+            ),
+            (&["--cache-size", "12 parsecs"], &[], "unknown size unit"),
+            (
+                &[],
+                &[("QUEEN_CHECKPOINT_MS", "soon")],
+                "(or QUEEN_CHECKPOINT_MS)",
+            ),
+        ] {
+            let e = parse(argv, env).err().unwrap_or_default();
+            assert!(e.contains(says), "{argv:?}: {e}");
+        }
+        assert_eq!(
+            parse(&["--data", "x", "-h"], &[]).err().as_deref(),
+            Some("help")
+        );
+        assert_eq!(parse(&["--version"], &[]).err().as_deref(), Some("version"));
+    }
+
+    #[test]
+    fn the_help_names_every_flag_with_its_environment_variable() {
+        let text = help();
+        for f in FLAGS {
+            assert!(text.contains(&format!("--{}", f.name)), "{}", f.name);
+            if let Some(env) = f.env {
+                assert!(text.contains(env), "{env}");
+            }
+        }
+        assert!(text.lines().all(|l| l.len() <= 80), "{text}");
+    }
+
+    #[test]
+    fn log_filters_take_levels_and_target_directives() {
+        assert!(log_filter("info").is_ok());
+        assert!(log_filter("queen_mock_broker=debug,warn").is_ok());
+        assert!(log_filter("a=b=c").is_err());
     }
 }

@@ -17,7 +17,6 @@ use crate::error::{Capability, Error, Result};
 use crate::retry::RetryPolicy;
 use crate::transport::{Request, Transport};
 use crate::validate;
-use url::Url;
 
 /// Configures a [`Client`].
 ///
@@ -652,32 +651,67 @@ struct Base {
 impl Base {
     /// Parses a base URL given to the builder; only `http://` and `https://` are taken
     /// (whether this build speaks TLS is the transport's to say, when its pool is made).
+    ///
+    /// The parser is the `http` crate's, which the transport already holds: the `url`
+    /// crate's international-domain support brought about 25 crates into every build
+    /// of the SDK (the README's "Build weight"). So a host is ASCII: an international
+    /// one is written in its punycode (`xn--`) form.
     fn parse(text: &str) -> Result<Base> {
         let refuse = |why: String| Error::invalid("client", format!("{text:?} {why}"));
-        let url = Url::parse(text).map_err(|e| refuse(format!("is not a URL: {e}")))?;
-        let scheme = match url.scheme() {
-            "http" => Scheme::HTTP,
-            "https" => Scheme::HTTPS,
-            _ => return Err(refuse("is not an http(s) URL".into())),
-        };
-        if url.query().is_some() || url.fragment().is_some() {
+        let trimmed = text.trim();
+        if !trimmed.is_ascii() {
+            return Err(refuse(
+                "is not ASCII; write an international host in its punycode (xn--) form \
+                 and percent-encode the path"
+                    .into(),
+            ));
+        }
+        // `Uri` reads no fragment; a base URL takes none anyway.
+        if trimmed.contains('#') {
             return Err(refuse(
                 "has a query or fragment; a base URL takes neither".into(),
             ));
         }
-        if !url.username().is_empty() || url.password().is_some() {
+        let uri: Uri = trimmed
+            .parse()
+            .map_err(|e| refuse(format!("is not a URL: {e}")))?;
+        let scheme = match uri.scheme_str() {
+            Some(s) if s.eq_ignore_ascii_case("http") => Scheme::HTTP,
+            Some(s) if s.eq_ignore_ascii_case("https") => Scheme::HTTPS,
+            _ => return Err(refuse("is not an http(s) URL".into())),
+        };
+        if uri.query().is_some() {
+            return Err(refuse(
+                "has a query or fragment; a base URL takes neither".into(),
+            ));
+        }
+        let given = uri
+            .authority()
+            .ok_or_else(|| refuse("has no host".into()))?;
+        if given.as_str().contains('@') {
             return Err(refuse(
                 "carries credentials; give a token with `token()` instead".into(),
             ));
         }
-        let host = url.host_str().ok_or_else(|| refuse("has no host".into()))?;
-        let authority = match url.port() {
-            Some(port) => format!("{host}:{port}"),
-            None => host.to_string(),
+        let host = given.host().to_ascii_lowercase();
+        if host.is_empty() {
+            return Err(refuse("has no host".into()));
+        }
+        // What follows the host is nothing or a port (`Authority` takes `h:port` and
+        // reads no port from it).
+        let after_host = &given.as_str()[given.host().len()..];
+        if !after_host.is_empty() && given.port_u16().is_none() {
+            return Err(refuse("has a port that is not a number up to 65535".into()));
+        }
+        // A port the scheme implies is left out, as a browser writes the Host header.
+        let implied = if scheme == Scheme::HTTPS { 443 } else { 80 };
+        let authority = match given.port_u16() {
+            Some(port) if port != implied => format!("{host}:{port}"),
+            _ => host,
         };
         let authority = Authority::try_from(authority)
             .map_err(|e| refuse(format!("has a host HTTP cannot carry: {e}")))?;
-        let prefix = url.path().trim_end_matches('/').to_string();
+        let prefix = uri.path().trim_end_matches('/').to_string();
         Ok(Base {
             scheme,
             authority,
@@ -789,12 +823,14 @@ mod tests {
             "http://127.0.0.1:6632/api/v1/transaction"
         );
         // An IPv6 host keeps its brackets; a default port is left out; a host is
-        // lower-cased, an international one written in punycode.
+        // lower-cased; an international one is given in punycode.
         for (base, want) in [
             ("http://[::1]:6632", "http://[::1]:6632/health"),
             ("http://Queen.Example:80", "http://queen.example/health"),
+            ("HTTP://h:8080", "http://h:8080/health"),
+            (" http://h ", "http://h/health"),
             (
-                "http://bücher.example",
+                "http://xn--bcher-kva.example",
                 "http://xn--bcher-kva.example/health",
             ),
         ] {
@@ -852,9 +888,19 @@ mod tests {
             "http://h:99999",
             "http://h/?x=1",
             "http://h/#top",
+            "http://user:pw@h",
+            "http://:80",
+            "http://h:port",
+            "http://bücher.example",
+            "http://h/a b",
         ] {
             let e = Client::builder().url(bad).build().unwrap_err();
             assert!(matches!(e, Error::Invalid { .. }), "{bad}: {e}");
         }
+        let e = Client::builder()
+            .url("http://bücher.example")
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("punycode"), "{e}");
     }
 }

@@ -90,9 +90,18 @@
 //! - [`Client::configure`], [`Client::dlq`], [`Client::seek`], [`Client::delete_queue`],
 //!   [`Client::delete_group`] and [`Client::health`]: administration.
 //!
+//! ## Features
+//!
+//! - `rustls` (off by default): HTTPS, with rustls on aws-lc-rs and the platform's
+//!   certificate verifier. Without it the client speaks plain HTTP and refuses an
+//!   `https://` base URL when it is built ([`ClientBuilder::build`] names the feature).
+//!   It is off so that a worker talking `http://` to a broker beside it compiles no C
+//!   library: `queen-sdk = { version = "0.1", features = ["rustls"] }` turns it on.
+//!
 //! [Queen]: https://queenmq.com
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod admin;
 mod auth;
