@@ -4,7 +4,10 @@
 //! `#` starts a comment. `--write-baseline FILE` writes the failures of a run;
 //! `--baseline FILE` compares a run with it: failures not in the file are new (the run
 //! exits 1 and names only them), ids of the file that passed are fixed (reported, so
-//! the file can be tightened; they do not fail the run).
+//! the file can be tightened; they do not fail the run). A flaky case (it failed, then
+//! held when run again, [`Status::Flaky`]) is never a new failure: a verdict that flips
+//! between runs on one broker cannot flip the gate. `--write-baseline` lists flaky
+//! cases too, so a later run in which one fails every attempt is a known failure.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -27,6 +30,9 @@ pub struct Comparison {
     pub fixed: Vec<String>,
     /// Baseline ids that failed again.
     pub still_failing: Vec<String>,
+    /// Cases that were flaky in this run, listed in the baseline or not: neither new
+    /// nor fixed.
+    pub flaky: Vec<String>,
     /// Baseline ids that were skipped, not selected, or are not cases of this suite.
     pub not_run: Vec<String>,
 }
@@ -48,6 +54,13 @@ impl Comparison {
             self.fixed.len(),
             self.not_run.len()
         );
+        if !self.flaky.is_empty() {
+            let _ = writeln!(
+                out,
+                "  {} flaky (failed, then held when run again: not new failures)",
+                self.flaky.len()
+            );
+        }
         for (id, why) in &self.new {
             let _ = writeln!(out, "  NEW FAILURE {id}: {why}");
         }
@@ -57,6 +70,9 @@ impl Comparison {
                 "  FIXED {id} (passes now: remove it from the baseline)"
             );
         }
+        for id in &self.flaky {
+            let _ = writeln!(out, "  FLAKY {id}");
+        }
         for id in &self.not_run {
             let _ = writeln!(out, "  not run: {id}");
         }
@@ -64,24 +80,24 @@ impl Comparison {
     }
 }
 
-/// The one-line reason of a failed row: what was expected and what was seen.
+/// The one-line reason of a failed or flaky row: what was expected and what was seen
+/// (for a flaky one, after `flaky:` and how often it failed).
 pub fn reason(status: &Status) -> Option<String> {
-    match status {
-        Status::Fail(f) => {
-            let line = format!("expected {}; got {}", f.expected, f.actual);
-            let line: String = line
-                .chars()
-                .map(|c| if c.is_control() { ' ' } else { c })
-                .take(300)
-                .collect();
-            Some(line)
-        }
-        _ => None,
-    }
+    let line = match status {
+        Status::Fail(f) => format!("expected {}; got {}", f.expected, f.actual),
+        Status::Flaky(fl) => fl.summary(),
+        Status::Pass | Status::Skip(_) => return None,
+    };
+    Some(
+        line.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(300)
+            .collect(),
+    )
 }
 
 impl Baseline {
-    /// The failures of `report`.
+    /// The failures of `report`, and its flaky cases.
     pub fn from_report(report: &Report) -> Self {
         Baseline {
             known: report
@@ -130,7 +146,8 @@ impl Baseline {
                     .push((r.id.clone(), reason(&r.status).unwrap_or_default())),
                 (Status::Fail(_), true) => c.still_failing.push(r.id.clone()),
                 (Status::Pass, true) => c.fixed.push(r.id.clone()),
-                _ => {}
+                (Status::Flaky(_), _) => c.flaky.push(r.id.clone()),
+                (Status::Pass, false) | (Status::Skip(_), _) => {}
             }
         }
         for id in self.known.keys() {

@@ -10,7 +10,7 @@ use crate::report::{Report, Status, cut};
 /// One side of a differing case.
 #[derive(Debug, Clone, Serialize)]
 pub struct Side {
-    /// `pass`, `fail`, `skip` or `absent` (not in that run).
+    /// `pass`, `fail`, `skip`, `flaky` or `absent` (not in that run).
     pub verdict: String,
     /// For a failure: what was expected and what was seen; for a skip: why.
     pub detail: Option<String>,
@@ -49,42 +49,41 @@ pub struct Diff {
 }
 
 fn side(report: &Report, id: &str, whole: bool) -> Side {
+    let bare = |verdict: &str, detail: Option<String>| Side {
+        verdict: verdict.into(),
+        detail,
+        exchange: None,
+    };
     let Some(r) = report.results.iter().find(|r| r.id == id) else {
-        return Side {
-            verdict: "absent".into(),
-            detail: None,
-            exchange: None,
-        };
+        return bare("absent", None);
     };
     let short = |s: String| if whole { s } else { cut(&s) };
-    match &r.status {
-        Status::Pass => Side {
-            verdict: "pass".into(),
-            detail: None,
-            exchange: None,
-        },
-        Status::Skip(why) => Side {
-            verdict: "skip".into(),
-            detail: Some(why.clone()),
-            exchange: None,
-        },
-        Status::Fail(f) => Side {
-            verdict: "fail".into(),
-            detail: Some(format!("expected {}; got {}", f.expected, f.actual)),
-            exchange: f.exchange.as_ref().map(|x| {
-                let body = x
-                    .body
-                    .as_ref()
-                    .map(|b| format!(" {}", short(b.to_string())))
-                    .unwrap_or_default();
-                format!(
-                    "{}{body} -> HTTP {} {}",
-                    x.request,
-                    x.status,
-                    short(x.answer.to_string())
-                )
-            }),
-        },
+    let (verdict, f, detail) = match &r.status {
+        Status::Pass => return bare("pass", None),
+        Status::Skip(why) => return bare("skip", Some(why.clone())),
+        Status::Fail(f) => (
+            "fail",
+            f,
+            format!("expected {}; got {}", f.expected, f.actual),
+        ),
+        Status::Flaky(fl) => ("flaky", &fl.failure, fl.summary()),
+    };
+    Side {
+        verdict: verdict.into(),
+        detail: Some(detail),
+        exchange: f.exchange.as_ref().map(|x| {
+            let body = x
+                .body
+                .as_ref()
+                .map(|b| format!(" {}", short(b.to_string())))
+                .unwrap_or_default();
+            format!(
+                "{}{body} -> HTTP {} {}",
+                x.request,
+                x.status,
+                short(x.answer.to_string())
+            )
+        }),
     }
 }
 
@@ -98,6 +97,7 @@ fn verdict(report: &Report, id: &str) -> &'static str {
         Some(Status::Pass) => "pass",
         Some(Status::Fail(_)) => "fail",
         Some(Status::Skip(_)) => "skip",
+        Some(Status::Flaky(_)) => "flaky",
         None => "absent",
     }
 }

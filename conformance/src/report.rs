@@ -16,6 +16,31 @@ pub enum Status {
     Fail(Failure),
     /// Not applicable to the profile, with the reason.
     Skip(String),
+    /// It failed, then held when run again on the same broker: its verdict flips
+    /// between runs, so it is told apart from a failure and never fails a run or a
+    /// baseline gate (see [`crate::runner::RETRIES`]).
+    Flaky(Flake),
+}
+
+/// A case whose verdict flipped within one run: the failure it showed, and how often.
+#[derive(Debug, Clone, Serialize)]
+pub struct Flake {
+    /// The first failure seen, with its exchange.
+    pub failure: Failure,
+    /// Attempts made (the last one held).
+    pub attempts: u32,
+    /// Of them, the ones that failed.
+    pub failed: u32,
+}
+
+impl Flake {
+    /// One line: how often it failed, and the first failure.
+    pub fn summary(&self) -> String {
+        format!(
+            "flaky: failed {} of {} attempts, first: expected {}; got {}",
+            self.failed, self.attempts, self.failure.expected, self.failure.actual
+        )
+    }
 }
 
 /// One case's row.
@@ -51,7 +76,7 @@ pub struct Report {
 }
 
 impl Report {
-    /// (passed, failed, skipped).
+    /// (passed, failed, skipped); a flaky case is none of them ([`Report::flaky`]).
     pub fn counts(&self) -> (usize, usize, usize) {
         let mut c = (0, 0, 0);
         for r in &self.results {
@@ -59,9 +84,27 @@ impl Report {
                 Status::Pass => c.0 += 1,
                 Status::Fail(_) => c.1 += 1,
                 Status::Skip(_) => c.2 += 1,
+                Status::Flaky(_) => {}
             }
         }
         c
+    }
+
+    /// How many cases were flaky (failed, then held when run again).
+    pub fn flaky(&self) -> usize {
+        self.results
+            .iter()
+            .filter(|r| matches!(r.status, Status::Flaky(_)))
+            .count()
+    }
+
+    /// `N passed, N failed, N skipped`, then `, N flaky` when any was.
+    pub fn summary(&self) -> String {
+        let (p, f, s) = self.counts();
+        match self.flaky() {
+            0 => format!("{p} passed, {f} failed, {s} skipped"),
+            n => format!("{p} passed, {f} failed, {s} skipped, {n} flaky"),
+        }
     }
 
     /// Whether every applicable case passed.
@@ -103,6 +146,10 @@ impl Report {
                 Status::Pass => ("pass", String::new()),
                 Status::Fail(_) => ("FAIL", String::new()),
                 Status::Skip(why) => ("skip", format!("  ({why})")),
+                Status::Flaky(fl) => (
+                    "FLAKY",
+                    format!("  (failed {} of {} attempts)", fl.failed, fl.attempts),
+                ),
             };
             let _ = writeln!(
                 out,
@@ -114,36 +161,46 @@ impl Report {
             );
         }
         for r in &self.results {
-            if let Status::Fail(f) = &r.status {
+            let (word, f) = match &r.status {
+                Status::Fail(f) => ("FAIL", f),
+                Status::Flaky(fl) => ("FLAKY", &fl.failure),
+                _ => continue,
+            };
+            let _ = writeln!(
+                out,
+                "\n{word} {} [{}]\n  rule:     {}",
+                r.id,
+                r.level.as_str(),
+                r.rule
+            );
+            if let Status::Flaky(fl) = &r.status {
                 let _ = writeln!(
                     out,
-                    "\nFAIL {} [{}]\n  rule:     {}",
-                    r.id,
-                    r.level.as_str(),
-                    r.rule
+                    "  flaky:    failed {} of {} attempts on this broker; the first failure:",
+                    fl.failed, fl.attempts
                 );
-                if !r.section.is_empty() {
-                    let _ = writeln!(out, "  spec:     {}", r.section);
+            }
+            if !r.section.is_empty() {
+                let _ = writeln!(out, "  spec:     {}", r.section);
+            }
+            let _ = writeln!(out, "  expected: {}\n  actual:   {}", f.expected, f.actual);
+            if let Some(x) = &f.exchange {
+                let _ = writeln!(out, "  request:  {}", x.request);
+                if let Some(b) = &x.body {
+                    let _ = writeln!(out, "            {}", cut(&b.to_string()));
                 }
-                let _ = writeln!(out, "  expected: {}\n  actual:   {}", f.expected, f.actual);
-                if let Some(x) = &f.exchange {
-                    let _ = writeln!(out, "  request:  {}", x.request);
-                    if let Some(b) = &x.body {
-                        let _ = writeln!(out, "            {}", cut(&b.to_string()));
-                    }
-                    let _ = writeln!(
-                        out,
-                        "  response: HTTP {} {}",
-                        x.status,
-                        cut(&x.answer.to_string())
-                    );
-                }
+                let _ = writeln!(
+                    out,
+                    "  response: HTTP {} {}",
+                    x.status,
+                    cut(&x.answer.to_string())
+                );
             }
         }
-        let (p, f, s) = self.counts();
         let _ = writeln!(
             out,
-            "\n{p} passed, {f} failed, {s} skipped in {:.1} s",
+            "\n{} in {:.1} s",
+            self.summary(),
             self.millis as f64 / 1000.0
         );
         out
@@ -151,10 +208,12 @@ impl Report {
 
     /// The report as Markdown: the totals, then a table of the failed cases.
     pub fn to_markdown(&self) -> String {
-        let (p, f, s) = self.counts();
+        let f = self.counts().1;
         let mut out = format!(
-            "### queen-conformance against `{}` (profile {})\n\n{p} passed, {f} failed, {s} skipped\n",
-            self.url, self.profile
+            "### queen-conformance against `{}` (profile {})\n\n{}\n",
+            self.url,
+            self.profile,
+            self.summary()
         );
         if f > 0 {
             out.push_str("\n| case | level | spec | expected | actual |\n|---|---|---|---|---|\n");
@@ -173,6 +232,25 @@ impl Report {
                 }
             }
         }
+        let flaky: Vec<_> = self
+            .results
+            .iter()
+            .filter_map(|r| match &r.status {
+                Status::Flaky(fl) => Some((r, fl)),
+                _ => None,
+            })
+            .collect();
+        if !flaky.is_empty() {
+            out.push_str("\nFlaky (failed, then held when run again; not failures):\n\n");
+            for (r, fl) in flaky {
+                let _ = writeln!(
+                    out,
+                    "- `{}`: {}",
+                    r.id,
+                    cut(&fl.summary()).replace('\n', " ")
+                );
+            }
+        }
         out
     }
 
@@ -183,12 +261,12 @@ impl Report {
 
     /// The report as JUnit XML (one testsuite; a testcase per case).
     pub fn to_junit(&self) -> String {
-        let (p, f, s) = self.counts();
+        let (_, f, s) = self.counts();
         let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         let _ = writeln!(
             out,
             "<testsuites><testsuite name=\"queen-conformance\" tests=\"{}\" failures=\"{f}\" skipped=\"{s}\" time=\"{:.3}\">",
-            p + f + s,
+            self.results.len(),
             self.millis as f64 / 1000.0
         );
         for r in &self.results {
@@ -204,6 +282,23 @@ impl Report {
                 Status::Pass => {}
                 Status::Skip(why) => {
                     let _ = write!(out, "<skipped message=\"{}\"/>", esc(why));
+                }
+                // Surefire's form for a test that failed and then passed on a rerun:
+                // CI servers that read it show the case as flaky, not failed.
+                Status::Flaky(fl) => {
+                    let detail = format!(
+                        "rule: {}\nspec: {}\n{}\nexchange: {}",
+                        r.rule,
+                        r.section,
+                        fl.summary(),
+                        serde_json::to_string(&fl.failure.exchange).unwrap_or_default()
+                    );
+                    let _ = write!(
+                        out,
+                        "<flakyFailure message=\"{}\">{}</flakyFailure>",
+                        esc(&fl.failure.expected),
+                        esc(&detail)
+                    );
                 }
                 Status::Fail(fl) => {
                     let detail = format!(

@@ -4,13 +4,22 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
+use crate::Settings;
 use crate::case::{Case, Failure};
 use crate::ctx::Ctx;
 use crate::profile::Profile;
-use crate::report::{CaseResult, Report, Status};
+use crate::report::{CaseResult, Flake, Report, Status};
 
 /// Longest a single case may take.
 const CASE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A failing case is run again up to this many times, each time under fresh names. One
+/// that then holds is [`Status::Flaky`]: its verdict flips between runs on this broker,
+/// and reporting it as a failure would make a baseline gate pass or fail by chance. One
+/// that fails every attempt is a failure. A timed-out case is not run again (another
+/// minute each would not tell more), and the properties rerun on the same seed, so a
+/// rare sequence the generator found is not taken for a flip.
+pub const RETRIES: u32 = 2;
 
 /// What to run, against what.
 #[derive(Debug, Clone)]
@@ -86,9 +95,14 @@ pub fn http_client() -> reqwest::Client {
 pub async fn run(cfg: &RunConfig, cases: Vec<Case>) -> Report {
     let started = Instant::now();
     let http = http_client();
-    let settings = crate::Settings {
+    // One seed for the run, drawn here when none is given, so a property run again
+    // after a failure replays the same sequences.
+    let settings = Settings {
         prop_cases: cfg.prop_cases,
-        seed: cfg.seed,
+        seed: Some(
+            cfg.seed
+                .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0),
+        ),
     };
     let jobs = cases
         .into_iter()
@@ -105,24 +119,12 @@ pub async fn run(cfg: &RunConfig, cases: Vec<Case>) -> Report {
             } else {
                 Some(cfg.profile.skip_reason(&missing))
             };
-            let ctx = Ctx::new(http.clone(), &cfg.url, cfg.token.clone(), case.id)
-                .with_settings(settings);
+            let http = http.clone();
             async move {
                 let t0 = Instant::now();
-                let status = if let Some(why) = skip {
-                    Status::Skip(why)
-                } else {
-                    match tokio::time::timeout(CASE_TIMEOUT, (case.run)(ctx.clone())).await {
-                        Ok(Ok(())) => Status::Pass,
-                        Ok(Err(mut f)) => {
-                            f.exchange = ctx.last_exchange().map(Box::new);
-                            Status::Fail(f)
-                        }
-                        Err(_) => Status::Fail(Failure {
-                            exchange: ctx.last_exchange().map(Box::new),
-                            ..Failure::new(format!("done within {CASE_TIMEOUT:?}"), "timed out")
-                        }),
-                    }
+                let status = match skip {
+                    Some(why) => Status::Skip(why),
+                    None => attempts(&case, &http, cfg, settings).await,
                 };
                 CaseResult {
                     id: case.id.to_string(),
@@ -147,9 +149,120 @@ pub async fn run(cfg: &RunConfig, cases: Vec<Case>) -> Report {
     }
 }
 
+/// Runs `case` once, and again after a failure (see [`RETRIES`]).
+async fn attempts(
+    case: &Case,
+    http: &reqwest::Client,
+    cfg: &RunConfig,
+    settings: Settings,
+) -> Status {
+    let mut first: Option<Failure> = None;
+    for attempt in 1..=RETRIES + 1 {
+        let ctx =
+            Ctx::new(http.clone(), &cfg.url, cfg.token.clone(), case.id).with_settings(settings);
+        let failure = match tokio::time::timeout(CASE_TIMEOUT, (case.run)(ctx.clone())).await {
+            Ok(Ok(())) => {
+                return match first {
+                    None => Status::Pass,
+                    Some(failure) => Status::Flaky(Flake {
+                        failure,
+                        attempts: attempt,
+                        failed: attempt - 1,
+                    }),
+                };
+            }
+            Ok(Err(mut f)) => {
+                f.exchange = ctx.last_exchange().map(Box::new);
+                f
+            }
+            Err(_) => {
+                let f = Failure {
+                    exchange: ctx.last_exchange().map(Box::new),
+                    ..Failure::new(format!("done within {CASE_TIMEOUT:?}"), "timed out")
+                };
+                return Status::Fail(first.unwrap_or(f));
+            }
+        };
+        first.get_or_insert(failure);
+    }
+    Status::Fail(first.expect("every attempt failed"))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::selected;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::baseline::Baseline;
+    use crate::case::{CaseFuture, Level};
+
+    static FLIPS: AtomicU32 = AtomicU32::new(0);
+    static FAILS: AtomicU32 = AtomicU32::new(0);
+    static HOLDS: AtomicU32 = AtomicU32::new(0);
+
+    fn case(id: &'static str, run: fn(Ctx) -> CaseFuture) -> Case {
+        Case {
+            id,
+            level: Level::Must,
+            rule: "r",
+            needs: &[],
+            run,
+        }
+    }
+
+    /// A case that fails its first attempt and holds on the next is flaky, one that
+    /// fails every attempt fails (after RETRIES more), one that holds runs once; and a
+    /// baseline that does not list the flaky one still passes the gate.
+    #[tokio::test]
+    async fn a_verdict_that_flips_is_flaky_and_never_a_new_failure() {
+        let cases = vec![
+            case("t.flips", |_| {
+                Box::pin(async {
+                    match FLIPS.fetch_add(1, Ordering::SeqCst) {
+                        0 => Err(Failure::new("a new, higher version", "8025 then 3024")),
+                        _ => Ok(()),
+                    }
+                })
+            }),
+            case("t.fails", |_| {
+                Box::pin(async {
+                    FAILS.fetch_add(1, Ordering::SeqCst);
+                    Err(Failure::new("x", "y"))
+                })
+            }),
+            case("t.holds", |_| {
+                Box::pin(async {
+                    HOLDS.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                })
+            }),
+        ];
+        // Nothing listens there: these cases send no request.
+        let report = run(&RunConfig::new("http://127.0.0.1:9"), cases).await;
+        let status = |id: &str| &report.results.iter().find(|r| r.id == id).expect(id).status;
+        let Status::Flaky(fl) = status("t.flips") else {
+            panic!("{:?}", status("t.flips"))
+        };
+        assert_eq!((fl.attempts, fl.failed), (2, 1));
+        assert_eq!(fl.failure.actual, "8025 then 3024");
+        assert!(matches!(status("t.fails"), Status::Fail(_)));
+        assert!(matches!(status("t.holds"), Status::Pass));
+        assert_eq!(FAILS.load(Ordering::SeqCst), RETRIES + 1);
+        assert_eq!(HOLDS.load(Ordering::SeqCst), 1);
+        assert_eq!((report.counts(), report.flaky()), ((1, 1, 0), 1));
+        assert_eq!(report.failed_ids(), ["t.fails"]);
+        assert!(report.summary().ends_with(", 1 flaky"));
+
+        // The gate: a baseline written when the flaky case passed lists only t.fails.
+        let gate = Baseline::parse("t.fails  expected x; got y\n").compare(&report);
+        assert!(gate.ok(), "{gate:?}");
+        assert_eq!(gate.flaky, ["t.flips"]);
+        assert!(gate.new.is_empty() && gate.fixed.is_empty());
+        assert!(gate.to_text("b").contains("FLAKY t.flips"));
+        // Written from this run, the baseline lists the flaky case with why.
+        let written = Baseline::from_report(&report);
+        assert!(written.known["t.flips"].starts_with("flaky: failed 1 of 2 attempts"));
+    }
 
     #[test]
     fn patterns_select_by_substring_or_glob() {

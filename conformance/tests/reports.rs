@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use queen_conformance::ctx::Exchange;
+use queen_conformance::report::Flake;
 use queen_conformance::{CaseResult, Failure, Level, Report, RunConfig, Status, all_cases, run};
 use queen_mock_broker::MockBroker;
 use quick_xml::Reader;
@@ -19,8 +20,8 @@ fn scratch() -> PathBuf {
     dir
 }
 
-/// A report with one pass, one fail (with its exchange) and one skip, and text that
-/// needs escaping.
+/// A report with one pass, one fail (with its exchange), one skip and one flaky case,
+/// and text that needs escaping.
 fn synthetic() -> Report {
     let exchange = Exchange {
         request: "POST /api/v1/transaction".into(),
@@ -59,6 +60,18 @@ fn synthetic() -> Report {
                 status: Status::Skip("profile lacks Kv".into()),
                 millis: 0,
             },
+            CaseResult {
+                id: "syn.sometimes".into(),
+                level: Level::Must,
+                rule: "It holds now & then.".into(),
+                section: "transaction.md KV operations".into(),
+                status: Status::Flaky(Flake {
+                    failure: Failure::new("a new version", "8025 then <3024>"),
+                    attempts: 2,
+                    failed: 1,
+                }),
+                millis: 9,
+            },
         ],
         millis: 12,
     }
@@ -75,6 +88,8 @@ struct Junit {
     failures: Vec<(String, String, String)>,
     /// Testcases with a skipped element.
     skipped: Vec<String>,
+    /// Flaky-failure elements (Surefire's rerun form): (testcase, message, text).
+    flaky: Vec<(String, String, String)>,
 }
 
 fn attr(e: &quick_xml::events::BytesStart, name: &str) -> String {
@@ -112,6 +127,13 @@ fn parse_junit(xml: &str) -> Junit {
             Event::Empty(e) if e.name().as_ref() == b"failure" => {
                 out.failures
                     .push((current.clone(), attr(&e, "message"), String::new()));
+            }
+            Event::Start(e) if e.name().as_ref() == b"flakyFailure" => {
+                let message = attr(&e, "message");
+                let end = e.to_end().into_owned();
+                let raw = r.read_text(end.name()).expect("flaky text");
+                let text = unescape(&raw).expect("escaped text").into_owned();
+                out.flaky.push((current.clone(), message, text));
             }
             Event::Start(e) | Event::Empty(e) if e.name().as_ref() == b"skipped" => {
                 out.skipped.push(current.clone());
@@ -155,6 +177,13 @@ fn check_files(report: &Report, dir: &Path) {
         match &r.status {
             Status::Pass => assert!(row.get("detail").is_none(), "{}: {row}", r.id),
             Status::Skip(why) => assert_eq!(row["detail"], json!(why), "{}", r.id),
+            Status::Flaky(fl) => {
+                let d = &row["detail"];
+                assert_eq!(d["attempts"], json!(fl.attempts), "{}", r.id);
+                assert_eq!(d["failed"], json!(fl.failed), "{}", r.id);
+                assert_eq!(d["failure"]["expected"], json!(fl.failure.expected));
+                assert_eq!(d["failure"]["actual"], json!(fl.failure.actual));
+            }
             Status::Fail(f) => {
                 assert_eq!(row["detail"]["expected"], json!(f.expected), "{}", r.id);
                 assert_eq!(row["detail"]["actual"], json!(f.actual), "{}", r.id);
@@ -176,12 +205,21 @@ fn check_files(report: &Report, dir: &Path) {
     let xml_path = dir.join("report.xml");
     std::fs::write(&xml_path, report.to_junit()).expect("write JUnit");
     let j = parse_junit(&std::fs::read_to_string(&xml_path).expect("read JUnit"));
-    assert_eq!(j.suite, (passed + failed + skipped, failed, skipped));
+    assert_eq!(j.suite, (report.results.len(), failed, skipped));
     assert_eq!(j.cases, ids);
     assert_eq!(j.failures.len(), failed);
     assert_eq!(j.skipped, skipped_ids);
     let junit_failed: Vec<&str> = j.failures.iter().map(|f| f.0.as_str()).collect();
     assert_eq!(junit_failed, report.failed_ids());
+    assert_eq!(j.flaky.len(), report.flaky(), "{:?}", j.flaky);
+    for (id, message, text) in &j.flaky {
+        let r = report.results.iter().find(|r| &r.id == id).expect("a row");
+        let Status::Flaky(fl) = &r.status else {
+            panic!("{id} is a flakyFailure but not flaky")
+        };
+        assert_eq!(message, &fl.failure.expected, "{id}");
+        assert!(text.contains(&fl.summary()), "{id}: {text}");
+    }
     for (id, message, text) in &j.failures {
         let r = report.results.iter().find(|r| &r.id == id).expect("a row");
         let Status::Fail(f) = &r.status else {
@@ -206,9 +244,26 @@ fn check_files(report: &Report, dir: &Path) {
 fn a_synthetic_report_round_trips_through_json_and_junit() {
     let report = synthetic();
     assert_eq!(report.counts(), (1, 1, 1));
+    assert_eq!(report.flaky(), 1);
+    assert!(!report.ok() && report.failed_ids() == ["syn.bad.fails"]);
     check_files(&report, &scratch());
     let text = report.to_text();
-    assert!(text.contains("1 passed, 1 failed, 1 skipped"), "{text}");
+    assert!(
+        text.contains("1 passed, 1 failed, 1 skipped, 1 flaky"),
+        "{text}"
+    );
+    assert!(text.contains("FLAKY syn.sometimes [MUST]"), "{text}");
+    assert!(
+        text.contains("  flaky:    failed 1 of 2 attempts"),
+        "{text}"
+    );
+    assert!(
+        report
+            .to_markdown()
+            .contains("- `syn.sometimes`: flaky: failed 1 of 2 attempts"),
+        "{}",
+        report.to_markdown()
+    );
     assert!(text.contains("FAIL syn.bad.fails [SHOULD]"), "{text}");
     assert!(text.contains("  spec:     wire.md §5 Ack"), "{text}");
 }
