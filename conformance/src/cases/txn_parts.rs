@@ -555,7 +555,12 @@ fn kv_cases() -> Vec<Case> {
                 let r = result(&out, 0)?;
                 expect_eq("put expect current: applied", true, &r["applied"])?;
                 let v2 = version(r)?;
-                expect(v2 > v, "a new, higher version", format!("{v} then {v2}"))?;
+                // A new version, not a higher one: that versions increase is
+                // txn.kv.versions-increase's rule. Checking it here too made this case's
+                // verdict depend on which pooled connection served each write on a broker
+                // whose sequence caches a block per connection (queen-engine 1.3: "8025
+                // then 3024", failing 3 of 4 runs), so it flipped between runs.
+                expect(v2 != v, "a new version", format!("{v} then {v2}"))?;
                 let out = commit(&cx, op("k", 3, v)).await?;
                 let r = result(&out, 0)?;
                 expect_eq("put expect stale: applied", false, &r["applied"])?;
