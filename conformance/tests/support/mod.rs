@@ -237,3 +237,5 @@ pub fn scratch(what: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).expect("a scratch folder");
     dir
 }
+
+pub mod replay;
