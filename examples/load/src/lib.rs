@@ -60,6 +60,11 @@
 //! and rollbacks are counted wherever they end. Every loop stops by itself at the
 //! deadline (an operation in flight is let finish, bounded, so no lease is left behind).
 //! Targets must be on the loopback interface unless `--allow-remote` is given.
+//!
+//! `--soak MINUTES` runs the soak instead (`src/soak.rs`, and `soak.sh`): a fixed rate of
+//! mixed operations for a long time, sampling the broker's RSS, file size, open files,
+//! latency and errors each `--sample-secs` into a CSV and an SVG plot, and checking at
+//! the end that no acknowledged push was lost.
 
 #![warn(missing_docs)]
 
@@ -68,9 +73,12 @@ pub mod allocs;
 mod driver;
 mod fill;
 mod noop;
+mod plot;
 mod report;
+mod soak;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -83,6 +91,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 pub use report::{Allocs, GroupCommit, Latency, Report, Stored};
+pub use soak::Summary as SoakSummary;
 
 use driver::{Driver, Names, Outcome, Plan, Step};
 use report::{Latencies, Tally};
@@ -234,6 +243,39 @@ pub struct Args {
     /// Without it the embedded broker runs as the released binary does: without.
     #[arg(long)]
     pub harness: bool,
+    /// Soak mode (`src/soak.rs`): for this many minutes, a fixed `--rate` of mixed
+    /// pushes, pops with acks, transactions (ack + push + KV put), KV reads and writes
+    /// and timers through the SDK, on queues with completed retention, sampled every
+    /// `--sample-secs` into `--out` (`soak.csv`, `soak.svg`, `summary.txt`,
+    /// `summary.json`); fails if a call failed or an acknowledged push was lost.
+    /// `--concurrency` bounds the operations in flight, `--partitions` the partitions.
+    #[arg(long, value_name = "MINUTES", conflicts_with_all = ["duration", "against_noop", "serve_noop"])]
+    pub soak: Option<f64>,
+    /// `--soak`: operations a second, dispatched at a fixed rate whatever the answers'
+    /// latency.
+    #[arg(long, default_value_t = 300.0, requires = "soak")]
+    pub rate: f64,
+    /// `--soak`: seconds between samples (one CSV row each).
+    #[arg(long, default_value_t = 60.0, requires = "soak")]
+    pub sample_secs: f64,
+    /// `--soak`: the queues' `completedRetentionSeconds`: consumed messages are deleted
+    /// once this old (0: kept forever, so the file grows).
+    #[arg(long, default_value_t = 300, requires = "soak")]
+    pub retention_secs: u64,
+    /// `--soak`: how far ahead timers are scheduled.
+    #[arg(long, default_value_t = 5.0, requires = "soak")]
+    pub timer_delay_secs: f64,
+    /// `--soak` with `--url`: the broker's process id, whose RSS and open files are
+    /// sampled from /proc (embedded: this process).
+    #[arg(long, requires = "soak")]
+    pub broker_pid: Option<u32>,
+    /// `--soak` with `--url`: the broker's data file, whose size (and its `.wal`'s) is
+    /// sampled (embedded: its own file).
+    #[arg(long, requires = "soak")]
+    pub data: Option<PathBuf>,
+    /// `--soak`: the folder the CSV, the plot and the summary are written to.
+    #[arg(long, default_value = "soak-out", requires = "soak")]
+    pub out: PathBuf,
 }
 
 /// The default measured window, seconds.
@@ -335,6 +377,9 @@ pub async fn main(args: Args) -> anyhow::Result<()> {
     args.check()?;
     if args.serve_noop {
         return serve_noop(&args).await;
+    }
+    if let Some(minutes) = args.soak {
+        return soak::main(&args, minutes).await;
     }
     let report = run(&args).await?;
     if args.json {

@@ -350,7 +350,7 @@ pub fn thread_cpu_secs(name: &str) -> Option<f64> {
 }
 
 /// utime + stime of one `stat` line of `/proc`, in seconds.
-fn stat_cpu_secs(stat: &str) -> Option<f64> {
+pub(crate) fn stat_cpu_secs(stat: &str) -> Option<f64> {
     // The command name (field 2) may hold spaces; the fields after it are plain.
     let rest = &stat[stat.rfind(')')? + 2..];
     let mut fields = rest.split_whitespace();
