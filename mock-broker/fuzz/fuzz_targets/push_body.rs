@@ -12,7 +12,10 @@ fuzz_target!(|body: &[u8]| {
             // What the broker will store: every payload must be JSON a consumer can read.
             for item in items {
                 let payload = item.payload.get();
-                assert!(serde_json::from_str::<serde_json::Value>(payload).is_ok(), "{payload}");
+                assert!(
+                    serde_json::from_str::<serde_json::Value>(payload).is_ok(),
+                    "{payload}"
+                );
             }
         }
         Err(e) => {
