@@ -38,8 +38,8 @@ const RIGHT: f64 = 24.0;
 const TOP: f64 = 34.0;
 /// Room below each panel for the x ticks' labels.
 const BOTTOM: f64 = 30.0;
-/// Room at the top of the image for its title.
-const HEADER: f64 = 36.0;
+/// Room at the top of the image for each line of its title, and below them.
+const TITLE_LINE: f64 = 18.0;
 /// Room at the bottom for the x axis' label.
 const FOOTER: f64 = 26.0;
 
@@ -91,9 +91,12 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Renders `panels` one above the other over a shared x axis (`x_label`) under `title`.
+/// Renders `panels` one above the other over a shared x axis (`x_label`) under `title`
+/// (a line of it per `\n`).
 pub(crate) fn svg(title: &str, x_label: &str, panels: &[Panel]) -> String {
-    let height = HEADER + panels.len() as f64 * (TOP + PANEL_HEIGHT + BOTTOM) + FOOTER;
+    let title: Vec<&str> = title.lines().collect();
+    let header = TITLE_LINE * (title.len() as f64 + 1.0);
+    let height = header + panels.len() as f64 * (TOP + PANEL_HEIGHT + BOTTOM) + FOOTER;
     let x_max = panels
         .iter()
         .flat_map(|p| p.series.iter().flat_map(|s| s.points.iter().map(|pt| pt.0)))
@@ -108,13 +111,16 @@ pub(crate) fn svg(title: &str, x_label: &str, panels: &[Panel]) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(o, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        o,
-        r#"<text x="{LEFT}" y="22" font-size="15" font-weight="bold">{}</text>"#,
-        esc(title)
-    );
+    for (k, line) in title.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            r#"<text x="{LEFT}" y="{:.1}" font-size="15" font-weight="bold">{}</text>"#,
+            TITLE_LINE * (k as f64 + 1.0) + 4.0,
+            esc(line)
+        );
+    }
     for (i, panel) in panels.iter().enumerate() {
-        let top = HEADER + i as f64 * (TOP + PANEL_HEIGHT + BOTTOM) + TOP;
+        let top = header + i as f64 * (TOP + PANEL_HEIGHT + BOTTOM) + TOP;
         let bottom = top + PANEL_HEIGHT;
         let y_max = panel
             .series
@@ -255,14 +261,22 @@ mod tests {
         assert!(s.starts_with("<svg") && s.ends_with("</svg>\n"));
         assert_eq!(s.matches("<polyline").count(), 1);
         assert_eq!(s.matches("<circle").count(), 1);
-        // x 0..10 spans the plot's width, y 0..100 its height (top at HEADER + TOP).
+        // x 0..10 spans the plot's width, y 0..100 its height (under one title line).
         let (x0, x1) = (LEFT, WIDTH - RIGHT);
-        let (y_bottom, y_top) = (HEADER + TOP + PANEL_HEIGHT, HEADER + TOP);
+        let header = 2.0 * TITLE_LINE;
+        let (y_bottom, y_top) = (header + TOP + PANEL_HEIGHT, header + TOP);
         assert!(s.contains(&format!(
             "points=\"{x0:.1},{y_bottom:.1} {:.1},{:.1} {x1:.1},{y_top:.1}\"",
             (x0 + x1) / 2.0,
             (y_bottom + y_top) / 2.0
         )));
         assert!(s.contains("RSS &lt;broker&gt;"));
+    }
+
+    #[test]
+    fn a_title_takes_a_line_per_newline() {
+        let s = svg("soak\n0 errors", "minutes", &[]);
+        assert_eq!(s.matches(r#"font-size="15""#).count(), 2);
+        assert!(s.contains(">soak</text>") && s.contains(">0 errors</text>"));
     }
 }

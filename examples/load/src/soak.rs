@@ -1505,7 +1505,7 @@ async fn soak(args: &Args, minutes: f64, url: &str, probe: Probe) -> anyhow::Res
         &args.out,
         &rows,
         &format!(
-            "{heading}: {:.1} min, {} calls, {} errors, {} lost",
+            "{heading}\n{:.1} min, {} calls, {} errors, {} lost",
             summary.minutes_run, summary.requests, summary.errors, summary.lost
         ),
     )?;
