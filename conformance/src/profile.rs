@@ -1,5 +1,6 @@
 //! Profiles: which capabilities a broker is expected to have, named (`queen2`,
-//! `queen2-fast`, `v0`) or found by probing the broker (`auto`, see [`crate::probe`]).
+//! `queen2-fast`, `v0`) or found by probing the broker (`auto`, see the
+//! [`probe`](mod@crate::probe) module).
 
 use std::borrow::Cow;
 

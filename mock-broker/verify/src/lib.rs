@@ -165,6 +165,7 @@
 //! - `report`: [`Verdict`], [`Counterexample`] and the trace.
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod check;
 mod invariant;
@@ -179,3 +180,8 @@ pub use run::Stop;
 pub use schedule::{
     Fault, FaultKind, FaultPlan, ParseScheduleError, Route, Schedule, ScheduledFault,
 };
+
+/// The README's example, compiled as a doctest so that the code a reader copies builds.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
