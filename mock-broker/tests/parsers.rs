@@ -768,3 +768,167 @@ fn the_judge_reports_5xx_bare_4xx_commits_on_refusal_and_non_json() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------
+// The corpora of a fuzz run, replayed over real sockets.
+// ---------------------------------------------------------------------------------
+
+/// Headers that frame the request on the wire: an input's own would desynchronise the
+/// connection (a `Transfer-Encoding: chunked` over a plain body), so the replay sets
+/// them itself. In process they frame nothing and the targets keep them.
+const FRAMING: &[&str] = &["content-length", "transfer-encoding", "connection", "host"];
+
+/// One call as raw HTTP/1.1 bytes, or `None` when `http` refuses its method, target or
+/// every header (the targets skip such a call as unsendable).
+fn wire_request(call: &Call) -> Option<Vec<u8>> {
+    use axum::http::{HeaderName, HeaderValue, Method, Uri};
+    Method::from_bytes(&call.method).ok()?;
+    let target = fuzzing::uri_safe(&call.target);
+    Uri::try_from(target.clone()).ok()?;
+    let mut out = call.method.clone();
+    out.push(b' ');
+    out.extend_from_slice(&target);
+    out.extend_from_slice(b" HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n");
+    let mut authorized = false;
+    for (name, value) in &call.headers {
+        let (Ok(n), Ok(_)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) else {
+            continue;
+        };
+        if FRAMING.contains(&n.as_str()) {
+            continue;
+        }
+        authorized |= n == axum::http::header::AUTHORIZATION;
+        out.extend_from_slice(n.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    if !authorized {
+        out.extend_from_slice(
+            format!("authorization: Bearer {}\r\n", fuzzing::ADMIN_TOKEN).as_bytes(),
+        );
+    }
+    out.extend_from_slice(format!("content-length: {}\r\n\r\n", call.body.len()).as_bytes());
+    out.extend_from_slice(&call.body);
+    Some(out)
+}
+
+/// Sends raw bytes and reads the answer until the broker closes: `(status, body)`, or
+/// `None` when nothing came back within `wait`.
+fn wire_exchange(addr: &str, request: &[u8], wait: Duration) -> Option<(u16, Vec<u8>)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the broker");
+    s.set_read_timeout(Some(wait)).unwrap();
+    s.write_all(request).ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+    let status = head.get(9..12)?.parse().ok()?;
+    let mut body = raw[split + 4..].to_vec();
+    if head.contains("transfer-encoding: chunked") {
+        let mut rest = &body[..];
+        let mut out = Vec::new();
+        while let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") {
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&rest[..eol]).ok()?.trim(), 16).ok()?;
+            rest = &rest[eol + 2..];
+            if size == 0 {
+                break;
+            }
+            out.extend_from_slice(rest.get(..size)?);
+            rest = rest.get(size + 2..)?;
+        }
+        body = out;
+    }
+    Some((status, body))
+}
+
+/// Replays the corpora a fuzz run left (`fuzz/corpus/<target>` of the four router
+/// targets) against a running broker over real sockets, hyper's parsing included, and
+/// judges each answer as the targets do (but for commits, which a remote broker does not
+/// report). Then run the conformance suite against the same broker. The broker must
+/// know the harness's tokens:
+///
+/// ```sh
+/// echo '{"fuzz-admin": {"role": "admin", "tenant": "fuzz", "sub": "fuzzer"},
+///        "fuzz-reader": {"role": "read-only", "tenant": "fuzz"}}' > /tmp/fuzz-tokens.json
+/// cargo run --release -p queen-mock-broker -- --in-memory --listen 127.0.0.1:6699 \
+///     --token-file /tmp/fuzz-tokens.json --jwt-secret fuzz-jwt-secret &
+/// QUEEN_REPLAY_URL=127.0.0.1:6699 cargo test -p queen-mock-broker --test parsers replay -- --ignored --nocapture
+/// cargo run --release -p queen-conformance -- --url http://127.0.0.1:6699 --token fuzz-admin
+/// ```
+///
+/// A long-poll waits in real time here: an answer that has not come within 3 s is
+/// counted as still waiting, not judged.
+#[test]
+#[ignore = "needs a running broker (QUEEN_REPLAY_URL) and a fuzz run's corpora"]
+fn replay_the_fuzz_corpora_against_a_running_broker() {
+    let addr = std::env::var("QUEEN_REPLAY_URL").expect("QUEEN_REPLAY_URL=host:port");
+    let addr = addr
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let wait = Duration::from_secs(3);
+    let mut failures = Vec::new();
+    for (target, decode) in TARGETS {
+        let dir = fuzz_dir().join("corpus").join(target);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        let (mut sent, mut unsendable, mut waiting, mut c2xx, mut c4xx) = (0, 0, 0, 0, 0);
+        // Eight at a time: most answers take a millisecond, a long-poll takes `wait`.
+        for chunk in files.chunks(8) {
+            let answers: Vec<_> = std::thread::scope(|s| {
+                let handles: Vec<_> = chunk
+                    .iter()
+                    .map(|f| {
+                        let addr = &addr;
+                        s.spawn(move || {
+                            let call = decode(&std::fs::read(f).unwrap());
+                            let raw = wire_request(&call)?;
+                            Some((
+                                f.clone(),
+                                call.method.clone(),
+                                wire_exchange(addr, &raw, wait),
+                            ))
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            for answer in answers {
+                let Some((file, method, answer)) = answer else {
+                    unsendable += 1;
+                    continue;
+                };
+                sent += 1;
+                let Some((status, body)) = answer else {
+                    waiting += 1;
+                    continue;
+                };
+                match status {
+                    200..=299 => c2xx += 1,
+                    400..=499 => c4xx += 1,
+                    _ => {}
+                }
+                if let Err(e) = fuzzing::judge(&method, status, &body, 0) {
+                    failures.push(format!("{target} {}: {e}", file.display()));
+                }
+            }
+        }
+        println!(
+            "{target:<12} {} inputs: {sent} sent ({c2xx} 2xx, {c4xx} 4xx, {waiting} still waiting after {wait:?}), {unsendable} unsendable",
+            files.len()
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let (status, body) = wire_exchange(
+        &addr,
+        b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        wait,
+    )
+    .expect("the broker answers /health");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+}
