@@ -94,10 +94,11 @@ for t in "${targets[@]}"; do
         -dict=fuzz/queen.dict -print_final_stats=1 >"$log" 2>&1
     status=$?
     set -e
-    runs[$t]=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-    secs[$t]=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*' | tail -1)
-    speed[$t]=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-    cover[$t]=$(grep -o 'cov: [0-9]*' "$log" | grep -o '[0-9]*' | tail -1)
+    # A run cut by a finding may lack the final figures: `|| true` keeps set -e quiet.
+    runs[$t]=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
+    secs[$t]=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*' | tail -1 || true)
+    speed[$t]=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
+    cover[$t]=$(grep -o 'cov: [0-9]*' "$log" | grep -o '[0-9]*' | tail -1 || true)
     if [[ $status -eq 0 ]] && grep -q '^Done ' "$log"; then
         result[$t]="no finding"
     else
