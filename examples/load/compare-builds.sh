@@ -5,7 +5,8 @@
 # from round to round, one shape, raw HTTP. Each ratio is taken inside one round; the
 # table gives the median over rounds and the range. This is how a change to the broker
 # is measured before it is kept, and how a bound is taken (a build with some of the
-# broker's work cut out, unusable, a measurement only: BENCHMARKS.md, thirteenth round).
+# broker's work cut out, unusable, a measurement only: benchmarks-history.md here,
+# thirteenth round).
 #
 #   cp target/release/load /tmp/load-before        # build A
 #   # ...change the broker, then:

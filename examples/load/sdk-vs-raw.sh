@@ -34,8 +34,8 @@ for shape in $SHAPES; do
   out=$(mktemp)
   for round in $(seq "$ROUNDS"); do
     # Which mode goes first alternates from pair to pair: in runs back to back the
-    # first of a pair was faster more often than not, whichever it was (BENCHMARKS.md,
-    # tenth round).
+    # first of a pair was faster more often than not, whichever it was
+    # (benchmarks-history.md, tenth round).
     order="sdk $RAW"; [ $((round % 2)) -eq 0 ] && order="$RAW sdk"
     for mode in $order; do
       label=$mode; [ "$mode" = "$RAW" ] && label=raw

@@ -27,9 +27,9 @@
 //! builds check completeness: a wildcard pop that finds nothing lists every partition
 //! and asserts none was claimable ([`super::pop`]).
 //!
-//! Measured (BENCHMARKS.md, third round): wildcard pops at 100,000 partitions ran at
-//! 0.05x their rate at 64 partitions with the old scan, 0.91x with this index (pop with
-//! a lease and an ack: 0.09x, then 0.94x).
+//! Measured (examples/load/benchmarks-history.md, third round): wildcard pops at
+//! 100,000 partitions ran at 0.05x their rate at 64 partitions with the old scan, 0.91x
+//! with this index (pop with a lease and an ack: 0.09x, then 0.94x).
 //!
 //! Memory: about 40 bytes per candidate. Past [`MAX_ENTRIES`] candidates or
 //! [`MAX_GROUPS`] groups, the whole index is dropped and rebuilt on use.

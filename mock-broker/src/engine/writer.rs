@@ -652,7 +652,7 @@ const IDLE_GRACE: Duration = Duration::from_millis(2);
 /// on this thread, 2026-12-03): a few wakeups per grace, not twenty. A 1 ns slack with
 /// a 20 µs poll (wakeups about 46 µs apart when idle) changed no throughput in six
 /// alternating pairs (0.90 to 1.11): the commands that arrive meanwhile are batched all
-/// the same (BENCHMARKS.md, eleventh round).
+/// the same (examples/load/benchmarks-history.md, eleventh round).
 const IDLE_POLL: Duration = Duration::from_micros(50);
 
 /// The next command if one comes within `wait`; `None` at the end of it, or at once

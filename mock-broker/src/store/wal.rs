@@ -48,9 +48,10 @@ pub const CHECKPOINT_BYTES: u64 = 32 << 20;
 /// A checkpoint at most this long after the last one, by default, while writes go on
 /// (see [`Wal::checkpoint_every`]). Each costs a durable redb commit of every page
 /// changed since the last, and its fsync holds the writer: every caller waiting then
-/// waits for it. Measured (BENCHMARKS.md, push-kv at 64 workers): once a second, the
-/// transaction call's p99 was 84 ms, as about 1% of calls met a stall; every 10 s it
-/// was 17 ms, each stall longer (p999 220 ms) but met by few calls.
+/// waits for it. Measured (examples/load/benchmarks-history.md, fourth round: push-kv at
+/// 64 workers): once a second, the transaction call's p99 was 84 ms, as about 1% of
+/// calls met a stall; every 10 s it was 17 ms, each stall longer (p999 220 ms) but met
+/// by few calls.
 pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(10);
 
 /// A batch whose record would be larger than this commits straight to redb durably:
