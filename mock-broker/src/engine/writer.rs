@@ -567,8 +567,13 @@ fn current_db(
 ) -> Result<Arc<Database>, Arc<StoreError>> {
     let why = match db.get() {
         Ok(d) => return Ok(d),
-        // Tried moments ago: answer at once, as that attempt did.
-        Err(_) => match db.reopen_not_due() {
+        // On a full disk, tried moments ago: answer at once, as that attempt did. After
+        // any other I/O error every command tries again, so writes resume with the
+        // first one after the fault ends.
+        Err(_) => match db
+            .reopen_not_due()
+            .filter(|_| db.health() == Health::Degraded(Degradation::StorageFull))
+        {
             Some(why) => why,
             None => match reopen(db, live, memory) {
                 Ok(d) => return Ok(d),

@@ -65,10 +65,11 @@ pub struct DbHandle {
     reopen_failed: Mutex<Option<(Instant, String)>>,
 }
 
-/// How long after a failed reopen the next is tried. A reopen on a full disk opens the
-/// file and replays the log, which fails only after seconds of work on a large file:
-/// tried for every command, it made each 507 wait that long (one answer every 2.3 s,
-/// measured on a 24 MiB tmpfs).
+/// How long after a reopen failed on a full disk the next is tried (after other I/O
+/// errors every command tries). A reopen on a full disk opens the file and replays the
+/// log, which fails only after seconds of work on a large file: tried for every
+/// command, it made each 507 wait that long (one answer every 2.3 s, measured on a
+/// 24 MiB tmpfs).
 pub const REOPEN_RETRY: Duration = Duration::from_secs(1);
 
 /// How long a reopen waits for reads still holding the old database.
