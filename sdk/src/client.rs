@@ -95,10 +95,10 @@ impl ClientBuilder {
     /// header can carry (a line break, a control character) fails
     /// [`ClientBuilder::build`] with [`Error::Invalid`].
     ///
-    /// ```
+    /// ```no_run
     /// let token = std::env::var("QUEEN_TOKEN").unwrap_or_default();
     /// let client = queen_sdk::Client::builder()
-    ///     .url("https://queen.example.com")
+    ///     .url("https://queen.example.com") // https:// needs the `rustls` feature
     ///     .token(token)
     ///     .build()?;
     /// # let _ = client;
@@ -114,9 +114,9 @@ impl ClientBuilder {
     /// client. A provider that fails fails the call with [`Error::Token`] (not retried).
     /// See [`crate::TokenProvider`].
     ///
-    /// ```
+    /// ```no_run
     /// let client = queen_sdk::Client::builder()
-    ///     .url("https://queen.example.com")
+    ///     .url("https://queen.example.com") // https:// needs the `rustls` feature
     ///     .token_provider(|| async {
     ///         let jwt = std::env::var("QUEEN_TOKEN")?; // or your identity provider's cache
     ///         Ok(jwt)
