@@ -18,11 +18,14 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -95,12 +98,22 @@ pub async fn serve(
         let me = conns.open();
         let svc = {
             let (service, me) = (service.clone(), me.clone());
-            hyper::service::service_fn(move |req| {
-                let busy = me.busy();
+            hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                // Busy once the body is all in: a client stalling its body stays
+                // idle (closable), a handler at work or a long-poll does not.
+                let busy = Arc::new(Mutex::new(None));
+                if req.body().is_end_stream() {
+                    *busy.lock().unwrap_or_else(|e| e.into_inner()) = Some(me.busy());
+                }
+                let req = req.map(|inner| Tracked {
+                    inner,
+                    conn: me.clone(),
+                    busy: busy.clone(),
+                });
                 let answer = hyper::service::Service::call(&service, req);
                 async move {
                     let answer = answer.await;
-                    drop(busy);
+                    drop(busy.lock().unwrap_or_else(|e| e.into_inner()).take());
                     answer
                 }
             })
@@ -115,8 +128,14 @@ pub async fn serve(
                         tracing::trace!(error = %e, "connection ended with an error");
                     }
                 }
-                // Idle, with a new connection waiting for its slot: closed now.
-                () = me.evicted() => {}
+                // Chosen while idle, for a new connection waiting for its slot: closed
+                // now, unless a request reached a handler since (then it finishes).
+                () = me.evicted() => {
+                    if me.is_busy() {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = conn.await;
+                    }
+                }
                 () = stopped(&mut stop) => {
                     // Requests in flight finish; an idle connection closes at once.
                     conn.as_mut().graceful_shutdown();
@@ -140,55 +159,71 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 }
 
 /// The open connections: which are idle, since when, and how to close one.
-#[derive(Default)]
+///
+/// A request's start and end touch only its connection's own atomics (the map's lock is
+/// taken to open, close and evict, never per request), so the registry costs the
+/// request path two atomic operations.
 struct Connections {
     next: AtomicU64,
-    open: Mutex<HashMap<u64, Slot>>,
+    /// What `Slot::idle_since` counts from.
+    epoch: Instant,
+    open: Mutex<HashMap<u64, Arc<Slot>>>,
     /// Signalled when a connection's last request is answered, for an accept waiting
     /// at the limit.
     idle: Notify,
 }
 
+impl Default for Connections {
+    fn default() -> Self {
+        Self {
+            next: AtomicU64::new(0),
+            epoch: Instant::now(),
+            open: Mutex::default(),
+            idle: Notify::new(),
+        }
+    }
+}
+
+#[derive(Default)]
 struct Slot {
     /// Requests in a handler now.
-    busy: u32,
-    /// When it last became idle (opened, or its last request answered).
-    idle_since: Instant,
-    evict: Arc<Notify>,
+    busy: AtomicU32,
+    /// When it last became idle (opened, or its last request answered), in ns since
+    /// `Connections::epoch`.
+    idle_since: AtomicU64,
+    evict: Notify,
 }
 
 impl Connections {
-    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Slot>> {
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Slot>>> {
         self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
     }
 
     /// A new connection, idle until its first request reaches a handler.
     fn open(self: &Arc<Self>) -> Conn {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let evict = Arc::new(Notify::new());
-        self.slots().insert(
-            id,
-            Slot {
-                busy: 0,
-                idle_since: Instant::now(),
-                evict: evict.clone(),
-            },
-        );
+        let slot = Arc::new(Slot::default());
+        slot.idle_since.store(self.now(), Ordering::Relaxed);
+        self.slots().insert(id, slot.clone());
         Conn {
             id,
             conns: self.clone(),
-            evict,
+            slot,
         }
     }
 
-    /// Closes the connection idle the longest, if any is idle. O(open connections),
-    /// and only at the limit.
+    /// Closes the connection idle the longest, if any is idle (the older one first on a
+    /// tie). O(open connections), and only at the limit.
     fn evict_longest_idle(&self) {
         let mut slots = self.slots();
         let longest = slots
             .iter()
-            .filter(|(_, s)| s.busy == 0)
-            .min_by_key(|(id, s)| (s.idle_since, **id))
+            .filter(|(_, s)| s.busy.load(Ordering::Acquire) == 0)
+            .min_by_key(|(id, s)| (s.idle_since.load(Ordering::Relaxed), **id))
             .map(|(id, _)| *id);
         if let Some(slot) = longest.and_then(|id| slots.remove(&id)) {
             // `notify_one` keeps the wake-up for a task not waiting yet.
@@ -202,25 +237,61 @@ impl Connections {
 struct Conn {
     id: u64,
     conns: Arc<Connections>,
-    evict: Arc<Notify>,
+    slot: Arc<Slot>,
 }
 
 impl Conn {
     /// Marks a request in a handler until the guard drops.
     fn busy(&self) -> Busy {
-        if let Some(s) = self.conns.slots().get_mut(&self.id) {
-            s.busy += 1;
-        }
+        self.slot.busy.fetch_add(1, Ordering::AcqRel);
         Busy(self.clone())
+    }
+
+    fn is_busy(&self) -> bool {
+        self.slot.busy.load(Ordering::Acquire) > 0
     }
 
     /// Resolves when the connection is chosen to make room.
     async fn evicted(&self) {
-        self.evict.notified().await;
+        self.slot.evict.notified().await;
     }
 
     fn close(&self) {
         self.conns.slots().remove(&self.id);
+    }
+}
+
+/// A request's body that marks its connection busy once the last of it has arrived.
+struct Tracked {
+    inner: Incoming,
+    conn: Conn,
+    busy: Arc<Mutex<Option<Busy>>>,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = hyper::body::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let frame = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(frame, Poll::Ready(None)) || self.inner.is_end_stream() {
+            let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+            if busy.is_none() {
+                *busy = Some(self.conn.busy());
+            }
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -229,12 +300,10 @@ struct Busy(Conn);
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        if let Some(s) = self.0.conns.slots().get_mut(&self.0.id) {
-            s.busy -= 1;
-            if s.busy == 0 {
-                s.idle_since = Instant::now();
-                self.0.conns.idle.notify_one();
-            }
+        let c = &self.0;
+        if c.slot.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
+            c.slot.idle_since.store(c.conns.now(), Ordering::Relaxed);
+            c.conns.idle.notify_one();
         }
     }
 }
@@ -268,6 +337,8 @@ mod tests {
         assert!(!notified(&a), "a is busy in a handler");
         // b became idle before c (both at open): the older goes first.
         assert!(notified(&b));
+        // a's request ends later than c opened.
+        std::thread::sleep(Duration::from_millis(1));
         drop(busy_a);
         conns.evict_longest_idle();
         assert!(notified(&c), "c was idle before a finished its request");
