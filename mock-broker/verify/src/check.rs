@@ -190,22 +190,24 @@ pub type SetupError = Box<dyn std::error::Error + Send + Sync>;
 /// ```
 #[derive(Clone)]
 pub struct WorkerCheck {
-    worker: WorkerFn,
-    setup: Vec<SetupStep>,
-    inputs: Vec<Input>,
-    invariants: Vec<Invariant>,
-    group: String,
-    plan: FaultPlan,
-    schedules: usize,
-    budget: Option<Duration>,
-    seed: u64,
-    replicas: usize,
-    lease: Duration,
-    idle: Duration,
-    run_timeout: Duration,
-    hold: Duration,
-    retry: RetryPolicy,
-    max_shrink_runs: u32,
+    pub(crate) worker: WorkerFn,
+    pub(crate) setup: Vec<SetupStep>,
+    pub(crate) inputs: Vec<Input>,
+    pub(crate) invariants: Vec<Invariant>,
+    pub(crate) group: String,
+    pub(crate) plan: FaultPlan,
+    pub(crate) schedules: usize,
+    pub(crate) budget: Option<Duration>,
+    pub(crate) seed: u64,
+    pub(crate) replicas: usize,
+    pub(crate) lease: Duration,
+    pub(crate) idle: Duration,
+    pub(crate) run_timeout: Duration,
+    pub(crate) hold: Duration,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) max_shrink_runs: u32,
+    /// `Some`: run against a broker by URL through a fault proxy (see `remote`).
+    pub(crate) remote: Option<Arc<crate::remote::Remote>>,
 }
 
 impl fmt::Debug for WorkerCheck {
@@ -269,6 +271,7 @@ impl WorkerCheck {
                 .max_delay(Duration::from_millis(250))
                 .jitter(false),
             max_shrink_runs: 48,
+            remote: None,
         }
     }
 
@@ -668,7 +671,7 @@ impl WorkerCheck {
     /// assert!(check.run_blocking().passed());
     /// ```
     pub fn run_blocking(&self) -> Verdict {
-        let rt = runtime();
+        let rt = self.runtime();
         let spec = self.spec();
         let strategy = Schedule::strategy(&self.plan());
         let mut runner = self.runner();
@@ -678,7 +681,7 @@ impl WorkerCheck {
             let mut tree = Schedule::draw(&strategy, &mut runner);
             let schedule = tree.current();
             schedules += 1;
-            let outcome = rt.block_on(run_one(Arc::clone(&spec), schedule.clone()));
+            let outcome = self.run_schedule(&rt, &spec, schedule.clone());
             faults_hit += outcome.faults_hit;
             let Some(violation) = outcome.violation.clone() else {
                 continue;
@@ -693,7 +696,7 @@ impl WorkerCheck {
                 while runs < self.max_shrink_runs {
                     runs += 1;
                     let candidate = tree.current();
-                    let o = rt.block_on(run_one(Arc::clone(&spec), candidate.clone()));
+                    let o = self.run_schedule(&rt, &spec, candidate.clone());
                     let same = o
                         .violation
                         .as_ref()
@@ -717,7 +720,7 @@ impl WorkerCheck {
                 faults.remove(i);
                 let candidate = Schedule::from(faults);
                 runs += 1;
-                let o = rt.block_on(run_one(Arc::clone(&spec), candidate.clone()));
+                let o = self.run_schedule(&rt, &spec, candidate.clone());
                 if o.violation
                     .as_ref()
                     .is_some_and(|v| v.invariant == violation.invariant)
@@ -778,7 +781,7 @@ impl WorkerCheck {
     /// ```
     pub fn replay_blocking(&self, schedule: Schedule) -> Verdict {
         let started = Instant::now();
-        let o = runtime().block_on(run_one(self.spec(), schedule.clone()));
+        let o = self.run_schedule(&self.runtime(), &self.spec(), schedule.clone());
         Verdict {
             seed: self.seed,
             schedules: 1,
@@ -797,10 +800,30 @@ impl WorkerCheck {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime for the verification")
+impl WorkerCheck {
+    /// The runtime a check's runs happen on.
+    fn runtime(&self) -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime for the verification")
+    }
+
+    /// Runs one schedule: on a fresh in-process broker, or against the broker by URL.
+    fn run_schedule(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        spec: &Arc<RunSpec>,
+        schedule: Schedule,
+    ) -> RunOutcome {
+        match &self.remote {
+            None => rt.block_on(run_one(Arc::clone(spec), schedule)),
+            Some(remote) => rt.block_on(crate::remote::run_remote(
+                Arc::clone(spec),
+                schedule,
+                Arc::clone(remote),
+            )),
+        }
+    }
 }

@@ -168,6 +168,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod check;
+mod remote;
 mod invariant;
 mod report;
 mod run;

@@ -367,7 +367,7 @@ fn setup_failure(what: String) -> RunOutcome {
 }
 
 /// The verifier could not carry out a run under way (a broker restart, the last reads).
-fn harness_failure(what: String) -> RunOutcome {
+pub(crate) fn harness_failure(what: String) -> RunOutcome {
     failure("the verifier could carry out the run", what)
 }
 
