@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use crate::auth::Auth;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::engine::Engine;
-use crate::engine::writer::{StatsSnapshot, WriterThread};
+use crate::engine::writer::{StatsSnapshot, WriteMode, WriterThread};
 use crate::harness::{Faults, FaultyBackend, Harness, Inspector, RequestLog, StorageFaults};
 use crate::http::serve::ServeOptions;
 use crate::store;
@@ -99,6 +99,7 @@ pub struct MockBrokerBuilder {
     storage_faults: Option<StorageFaults>,
     storage_reserve: u64,
     checkpoint_every: Duration,
+    write_mode: WriteMode,
 }
 
 impl Default for MockBrokerBuilder {
@@ -116,6 +117,7 @@ impl Default for MockBrokerBuilder {
             storage_faults: None,
             storage_reserve: 0,
             checkpoint_every: store::wal::CHECKPOINT_EVERY,
+            write_mode: WriteMode::Grouped,
         }
     }
 }
@@ -415,6 +417,32 @@ impl MockBrokerBuilder {
         self
     }
 
+    /// How the writer takes commands (default [`WriteMode::Grouped`], group commit).
+    /// [`WriteMode::Lockstep`] makes each write run alone while the thread that sent
+    /// it waits: with every client on one current-thread runtime, on a paused tokio
+    /// clock and this broker's [`ManualClock`](crate::ManualClock), a run then depends
+    /// on nothing but its inputs, and replays exactly (as `queen-verify` runs it).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::{MockBroker, WriteMode};
+    /// let broker = MockBroker::builder().write_mode(WriteMode::Lockstep).start().await?;
+    /// let pushed = reqwest::Client::new()
+    ///     .post(format!("{}/api/v1/push", broker.url()))
+    ///     .json(&serde_json::json!({"items": [{"queue": "q", "payload": 1}]}))
+    ///     .send()
+    ///     .await?;
+    /// assert_eq!(pushed.status(), 201);
+    /// assert_eq!(broker.inspect().messages("q", "Default")?.len(), 1);
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn write_mode(mut self, mode: WriteMode) -> Self {
+        self.write_mode = mode;
+        self
+    }
+
     /// Opens storage, binds, and starts serving (the timer scheduler included).
     ///
     /// ```
@@ -457,7 +485,8 @@ impl MockBrokerBuilder {
             source,
         })?;
         let clock = self.clock.clone();
-        let (engine, writer) = Engine::start_on(Arc::new(db), self.clock, self.storage_cap);
+        let (engine, writer) =
+            Engine::start_with(Arc::new(db), self.clock, self.storage_cap, self.write_mode);
         engine.spawn_scheduler();
         let harness = self.harness.then(Harness::default);
         let app = crate::http::router_with(engine.clone(), self.auth.clone(), harness.clone())

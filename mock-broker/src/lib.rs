@@ -60,7 +60,7 @@ pub mod store;
 pub use broker::{MockBroker, MockBrokerBuilder, StartError, Storage};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::Engine;
-pub use engine::writer::{StatsSnapshot, WRITER_THREAD};
+pub use engine::writer::{StatsSnapshot, WRITER_THREAD, WriteMode};
 pub use error::EngineError;
 
 /// The partition a push that names none goes to: `"Default"`. The harness's

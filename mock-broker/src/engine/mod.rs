@@ -41,7 +41,7 @@ use crate::error::EngineError;
 use crate::store::DbHandle;
 use crate::store::records::QueueRecord;
 use notify::Wakers;
-use writer::{StatsSnapshot, Writer, WriterThread};
+use writer::{StatsSnapshot, WriteMode, Writer, WriterThread};
 
 /// Applies one operation of a standalone call and answers its typed result.
 type ApplyOp<O, R> = fn(&mut crate::store::Tx, &str, &O) -> Result<R, crate::store::StoreError>;
@@ -122,8 +122,18 @@ impl Engine {
         clock: Arc<dyn Clock>,
         cap: Option<u64>,
     ) -> (Engine, WriterThread) {
+        Self::start_with(db, clock, cap, WriteMode::Grouped)
+    }
+
+    /// [`Engine::start_on`] with the writer taking commands as `mode` says.
+    pub fn start_with(
+        db: Arc<DbHandle>,
+        clock: Arc<dyn Clock>,
+        cap: Option<u64>,
+        mode: WriteMode,
+    ) -> (Engine, WriterThread) {
         let wakers = Arc::new(Wakers::default());
-        let (writer, thread) = Writer::start(db.clone(), clock.clone(), wakers.clone(), cap);
+        let (writer, thread) = Writer::start(db.clone(), clock.clone(), wakers.clone(), cap, mode);
         let activity = status::Activity::new(clock.now_micros());
         (
             Engine {

@@ -205,6 +205,56 @@ impl WriterStats {
 pub struct Writer {
     tx: mpsc::Sender<Box<dyn Job>>,
     stats: Arc<WriterStats>,
+    /// `Some` in [`WriteMode::Lockstep`]: the submitting thread waits here.
+    lockstep: Option<Arc<Lockstep>>,
+}
+
+/// How the writer takes commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WriteMode {
+    /// Group commit: the writer thread takes whatever has queued, applies it as one
+    /// batch, and answers each caller when the batch is durable (the default).
+    #[default]
+    Grouped,
+    /// One command at a time, and the thread that submits it waits (blocking) until it
+    /// is durable and answered. A broker whose clients run on one current-thread
+    /// runtime then behaves as a function of the order of their requests alone, not
+    /// of the writer thread's timing: what a deterministic simulation needs (the
+    /// verifier's replays, on a paused clock, see [`crate::MockBrokerBuilder::write_mode`]).
+    /// It costs the broker its group commit: for tests only.
+    Lockstep,
+}
+
+/// Where a lockstep submitter waits for its command (see [`WriteMode::Lockstep`]).
+#[derive(Default)]
+struct Lockstep {
+    /// Commands submitted, and commands answered.
+    counts: std::sync::Mutex<(u64, u64)>,
+    answered: std::sync::Condvar,
+}
+
+impl Lockstep {
+    /// Takes a ticket for a command about to be queued.
+    fn ticket(&self) -> u64 {
+        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        c.0 += 1;
+        c.0
+    }
+
+    /// After a batch's callers are answered.
+    fn answered(&self, n: u64) {
+        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        c.1 += n;
+        self.answered.notify_all();
+    }
+
+    /// Blocks until command `ticket` is answered.
+    fn wait(&self, ticket: u64) {
+        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        while c.1 < ticket {
+            c = self.answered.wait(c).unwrap_or_else(|e| e.into_inner());
+        }
+    }
 }
 
 /// Joins the writer thread once every handle is dropped.
@@ -227,8 +277,11 @@ impl Writer {
         clock: Arc<dyn Clock>,
         wakers: Arc<Wakers>,
         cap: Option<u64>,
+        mode: WriteMode,
     ) -> (Writer, WriterThread) {
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>(QUEUE_CAPACITY);
+        let lockstep = (mode == WriteMode::Lockstep).then(Arc::<Lockstep>::default);
+        let thread_lockstep = lockstep.clone();
         let stats = Arc::new(WriterStats::default());
         // Counted before the writer starts, not on its thread: the broker's stats are
         // read as soon as `start` returns (a restarted broker's stored bytes were read
@@ -238,9 +291,29 @@ impl Writer {
         let thread_stats = stats.clone();
         let handle = thread::Builder::new()
             .name(WRITER_THREAD.into())
-            .spawn(move || run(db, clock, wakers, rx, thread_stats, cap, live))
+            .spawn(move || {
+                run(
+                    db,
+                    clock,
+                    wakers,
+                    rx,
+                    thread_stats,
+                    Limits {
+                        cap,
+                        lockstep: thread_lockstep,
+                    },
+                    live,
+                )
+            })
             .expect("spawn the writer thread");
-        (Writer { tx, stats }, WriterThread(Some(handle)))
+        (
+            Writer {
+                tx,
+                stats,
+                lockstep,
+            },
+            WriterThread(Some(handle)),
+        )
     }
 
     /// Runs `f` in the next group commit and answers once the commit is durable.
@@ -259,10 +332,16 @@ impl Writer {
             out: None,
             reply,
         });
+        let ticket = self.lockstep.as_ref().map(|l| l.ticket());
         self.tx.try_send(job).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => EngineError::Overloaded,
             mpsc::error::TrySendError::Closed(_) => EngineError::ShuttingDown,
         })?;
+        if let (Some(lockstep), Some(ticket)) = (&self.lockstep, ticket) {
+            // Blocks this thread (the runtime's, in a simulation) until the answer is
+            // in: nothing else runs meanwhile, so nothing depends on the writer's pace.
+            lockstep.wait(ticket);
+        }
         answer.await.map_err(|_| EngineError::ShuttingDown)?
     }
 
@@ -291,15 +370,26 @@ impl Writer {
     }
 }
 
+/// The writer thread's settings besides its database.
+struct Limits {
+    /// The storage cap (see [`Tx::ensure_room`]).
+    cap: Option<u64>,
+    /// `Some` in [`WriteMode::Lockstep`].
+    lockstep: Option<Arc<Lockstep>>,
+}
+
 fn run(
     db: Arc<DbHandle>,
     clock: Arc<dyn Clock>,
     wakers: Arc<Wakers>,
     mut rx: mpsc::Receiver<Box<dyn Job>>,
     stats: Arc<WriterStats>,
-    cap: Option<u64>,
+    limits: Limits,
     mut live: u64,
 ) {
+    let Limits { cap, lockstep } = limits;
+    // In lockstep nothing is held: each command is committed before it is answered.
+    let hold = lockstep.is_none();
     // Caches and indexes of this writer alone (see `store::Memory`).
     let mut memory = Memory::default();
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
@@ -386,6 +476,7 @@ fn run(
                     disk_full: disk_full.is_some(),
                 },
                 &mut held,
+                hold,
             )
         });
         match &outcome {
@@ -468,6 +559,9 @@ fn run(
         // for a held one's commit first, see `Writer::published`).
         if wrote {
             stats.written.signal();
+        }
+        if let Some(l) = &lockstep {
+            l.answered(n);
         }
         // After the answers: the callers of this batch do not wait for it.
         if db.wal().is_some_and(|w| w.checkpoint_due()) {
@@ -716,6 +810,7 @@ fn apply_batch(
     live: &mut u64,
     room: Room,
     held: &mut Option<Held>,
+    hold: bool,
 ) -> Result<Applied, Arc<StoreError>> {
     let (txn, since, held_bytes) = match held.take() {
         Some(h) => (h.txn, Some(h.since), h.bytes),
@@ -755,7 +850,7 @@ fn apply_batch(
         (tables.live_bytes(), tables.take_log())
     };
     let due = |since: Instant, bytes: usize| {
-        publish || since.elapsed() >= HOLD_FOR || bytes >= HOLD_BYTES
+        !hold || publish || since.elapsed() >= HOLD_FOR || bytes >= HOLD_BYTES
     };
     if !dirty {
         return match since {
@@ -864,6 +959,7 @@ mod tests {
             &mut live,
             Room::default(),
             &mut held,
+            true,
         )
         .unwrap();
         if let Some(h) = held.take() {

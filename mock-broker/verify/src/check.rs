@@ -801,11 +801,25 @@ impl WorkerCheck {
 }
 
 impl WorkerCheck {
-    /// The runtime a check's runs happen on.
+    /// The runtime a check's runs happen on. In process: one thread on a paused clock,
+    /// so a run's waits (backoffs, long-polls, the idle window, lease-expiry holds)
+    /// cost no real time, and its tasks interleave the same way on every replay (the
+    /// broker's writer in lockstep with it, see [`queen_mock_broker::WriteMode`]).
+    /// Against a URL, real time: the broker and the network keep it.
     fn runtime(&self) -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
+        let mut b = match self.remote {
+            None => {
+                let mut b = tokio::runtime::Builder::new_current_thread();
+                b.start_paused(true);
+                b
+            }
+            Some(_) => {
+                let mut b = tokio::runtime::Builder::new_multi_thread();
+                b.worker_threads(2);
+                b
+            }
+        };
+        b.enable_all()
             .build()
             .expect("a tokio runtime for the verification")
     }

@@ -168,8 +168,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod check;
-mod remote;
 mod invariant;
+mod remote;
 mod report;
 mod run;
 mod schedule;

@@ -25,14 +25,15 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use queen_mock_broker::harness::{CallInfo, FaultKind as HttpFault, HookFuture, RequestHook};
-use queen_mock_broker::{ManualClock, MockBroker};
+use queen_mock_broker::{ManualClock, MockBroker, WriteMode};
 use queen_sdk::{Client, DlqQuery, PushItem, RetryPolicy, Ttl};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::check::{Input, SetupError};
 use crate::invariant::{Invariant, State};
@@ -67,8 +68,8 @@ pub(crate) enum SetupStep {
 
 /// The user agent of the verifier's own client: the inputs' push, the setup, the
 /// dead-letter read. The request hook lets its calls through untouched and uncounted.
-const SETUP_AGENT: &str = "queen-verify/setup";
-const REPLICA_AGENT: &str = "queen-verify/replica-";
+pub(crate) const SETUP_AGENT: &str = "queen-verify/setup";
+pub(crate) const REPLICA_AGENT: &str = "queen-verify/replica-";
 
 /// Resolves when the verifier tells the worker to stop (the run is over): pass it to
 /// [`queen_sdk::Worker::run`] as its shutdown signal. It also resolves if the verifier
@@ -88,7 +89,7 @@ const REPLICA_AGENT: &str = "queen-verify/replica-";
 /// ```
 #[derive(Debug)]
 pub struct Stop {
-    rx: oneshot::Receiver<()>,
+    pub(crate) rx: oneshot::Receiver<()>,
 }
 
 impl Future for Stop {
@@ -136,6 +137,10 @@ struct Book {
     in_flight: usize,
     faults_hit: usize,
     last_progress: Option<Instant>,
+    /// The ids met in paths, numbered in the order first seen (see [`stable_path`]).
+    ids: HashMap<String, usize>,
+    /// Virtual time already added to the broker's clock (see [`Control::sync_clock`]).
+    synced: Duration,
 }
 
 /// The hook's shared state: the schedule, the clock, the trace.
@@ -147,6 +152,10 @@ struct Control {
     armed: AtomicBool,
     book: Mutex<Book>,
     actions: mpsc::UnboundedSender<Action>,
+    /// When the run started, on the runtime's (paused) clock.
+    started: Instant,
+    /// Woken (a permit kept) whenever a call ends: the run's loop looks again.
+    progress: Notify,
 }
 
 impl Control {
@@ -171,6 +180,52 @@ impl Control {
     fn in_flight(&self) -> usize {
         self.book().in_flight
     }
+
+    /// Moves the broker's clock by the virtual time that passed since the last sync,
+    /// so the broker's time runs with the runtime's: a worker's backoff or a delay
+    /// fault of two seconds is two seconds on the broker's clock too, on top of the
+    /// jumps the run makes.
+    fn sync_clock(&self) {
+        let now = self.started.elapsed();
+        let mut book = self.book();
+        if now > book.synced {
+            self.clock.advance(now - book.synced);
+            book.synced = now;
+        }
+    }
+}
+
+/// `path` with each id in it (a lease's, a message's) replaced by its number in the
+/// order this run first met it (`/api/v1/lease/<id-1>/extend`): the broker mints ids
+/// at random, and a trace must read the same on every replay.
+fn stable_path(path: &str, ids: &mut HashMap<String, usize>) -> String {
+    fn is_id(s: &str) -> bool {
+        s.len() == 36
+            && s.char_indices().all(|(i, c)| match i {
+                8 | 13 | 18 | 23 => c == '-',
+                _ => c.is_ascii_hexdigit(),
+            })
+    }
+    let (route, query) = match path.split_once('?') {
+        Some((r, q)) => (r, Some(q)),
+        None => (path, None),
+    };
+    let mut out: Vec<String> = Vec::new();
+    for seg in route.split('/') {
+        if is_id(seg) {
+            let next = ids.len() + 1;
+            let n = *ids.entry(seg.to_string()).or_insert(next);
+            out.push(format!("<id-{n}>"));
+        } else {
+            out.push(seg.to_string());
+        }
+    }
+    let mut s = out.join("/");
+    if let Some(q) = query {
+        s.push('?');
+        s.push_str(q);
+    }
+    s
 }
 
 /// The hook set on one life of the broker (`epoch` counts restarts).
@@ -188,7 +243,7 @@ fn replica_of(call: &CallInfo) -> Option<Option<usize>> {
 }
 
 /// Calls that hold no step: long-polls and lease renewals.
-fn is_background(route: Route) -> bool {
+pub(crate) fn is_background(route: Route) -> bool {
     matches!(route, Route::Pop | Route::LeaseExtend)
 }
 
@@ -199,6 +254,7 @@ impl RequestHook for EpochHook {
             return Box::pin(async { None });
         };
         let route = Route::of(&call.path);
+        c.sync_clock();
         let mut book = c.book();
         let n = {
             let n = book.counts.entry(route).or_default();
@@ -214,11 +270,12 @@ impl RequestHook for EpochHook {
             book.faults_hit += 1;
         }
         let idx = book.trace.len();
+        let path = stable_path(&call.path, &mut book.ids);
         book.trace.push(TraceEntry::Call(TraceCall {
             broker_life: self.epoch,
             replica,
             method: call.method.clone(),
-            path: call.path.clone(),
+            path,
             route,
             nth: n,
             fault,
@@ -283,6 +340,8 @@ impl RequestHook for EpochHook {
         if progress {
             book.last_progress = Some(Instant::now());
         }
+        drop(book);
+        self.control.progress.notify_one();
     }
 }
 
@@ -320,7 +379,10 @@ async fn start_broker(
 ) -> Result<MockBroker, String> {
     let mut tries = 0;
     loop {
-        let mut b = MockBroker::builder().data_file(path).clock(clock.clone());
+        let mut b = MockBroker::builder()
+            .data_file(path)
+            .clock(clock.clone())
+            .write_mode(WriteMode::Lockstep);
         if let Some(a) = addr {
             b = b.listen(a);
         }
@@ -362,7 +424,7 @@ fn all_acked(broker: &MockBroker, spec: &RunSpec) -> bool {
 }
 
 /// The run never got to the worker (see [`Violation::is_setup_failure`]).
-fn setup_failure(what: String) -> RunOutcome {
+pub(crate) fn setup_failure(what: String) -> RunOutcome {
     failure(SETUP_FAILED, what)
 }
 
@@ -385,7 +447,7 @@ fn failure(invariant: &str, detail: String) -> RunOutcome {
 /// Writes the run's initial state with the setup client, in the order given: each KV
 /// row with a standalone put, each hook run to its end (at most the run's timeout). The
 /// error says which step failed and how.
-async fn prepare(spec: &RunSpec, admin: &Client) -> Result<(), String> {
+pub(crate) async fn prepare(spec: &RunSpec, admin: &Client) -> Result<(), String> {
     let mut hooks = 0;
     for step in &spec.setup {
         match step {
@@ -438,14 +500,33 @@ async fn prepare(spec: &RunSpec, admin: &Client) -> Result<(), String> {
     Ok(())
 }
 
+/// The broker's clock at the start of every run: 2026-01-01T00:00:00Z.
+const START_MICROS: i64 = 1_767_225_600_000_000;
+
+/// A fresh directory for a run's data file: in `/dev/shm` where there is one, since
+/// every commit syncs and a sync to memory costs nothing, while the file, the log and
+/// a restart's recovery from them are the same code as on a disk.
+fn scratch_dir() -> std::io::Result<tempfile::TempDir> {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(d) = tempfile::Builder::new()
+            .prefix("queen-verify-")
+            .tempdir_in(shm)
+    {
+        return Ok(d);
+    }
+    tempfile::tempdir()
+}
+
 /// Runs the worker under `schedule` on a fresh broker and checks the invariants.
 pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcome {
-    let dir = match tempfile::tempdir() {
+    let dir = match scratch_dir() {
         Ok(d) => d,
         Err(e) => return setup_failure(format!("a temporary directory: {e}")),
     };
     let path = dir.path().join("queen.redb");
-    let clock = ManualClock::new();
+    // The same time on every run: nothing the broker stamps depends on when it ran.
+    let clock = ManualClock::starting_at(START_MICROS);
     let mut broker = match start_broker(&path, &clock, None).await {
         Ok(b) => b,
         Err(e) => return setup_failure(e),
@@ -492,6 +573,8 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
         armed: AtomicBool::new(true),
         book: Mutex::default(),
         actions,
+        started: Instant::now(),
+        progress: Notify::new(),
     });
     if !spec.setup.is_empty() {
         let rows = spec
@@ -513,9 +596,19 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
         .collect();
 
     let started = Instant::now();
+    // A worker that spins without ever waiting on a timer moves no virtual time: the
+    // run's timeout is also kept in real time.
+    let started_real = std::time::Instant::now();
     let mut timed_out = false;
     loop {
+        // Woken by a call's end, by an act a call asked for, or when the worker has
+        // been idle for the idle window (all on the paused clock: free to wait).
+        let idle_at = control
+            .book()
+            .last_progress
+            .map_or_else(Instant::now, |t| t + spec.idle);
         tokio::select! {
+            biased;
             Some(action) = requests.recv() => match action {
                 Action::RestartWorker(r) => {
                     if let Some(rep) = replicas.iter_mut().find(|x| x.index == r) {
@@ -542,8 +635,10 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
                     control.event(Event::BrokerRestart { took: t.elapsed() });
                 }
             },
-            () = tokio::time::sleep(Duration::from_millis(10)) => {}
+            () = control.progress.notified() => {}
+            () = tokio::time::sleep_until(idle_at.max(Instant::now() + Duration::from_millis(1))) => {}
         }
+        control.sync_clock();
         for r in &mut replicas {
             if !r.reported && r.handle.is_finished() {
                 r.reported = true;
@@ -561,13 +656,13 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
         if all_acked(&broker, &spec) {
             break;
         }
-        if started.elapsed() > spec.run_timeout {
+        if started.elapsed() > spec.run_timeout || started_real.elapsed() > spec.run_timeout {
             timed_out = true;
             break;
         }
         // The worker waits on something only time brings (a lease to lapse after a
         // lost answer or a killed worker): move the broker's clock past the lease.
-        if control.idle_for() > spec.idle && control.in_flight() == 0 {
+        if control.idle_for() >= spec.idle && control.in_flight() == 0 {
             clock.advance(spec.lease + Duration::from_secs(1));
             control.event(Event::ClockJump {
                 secs: spec.lease.as_secs() + 1,
