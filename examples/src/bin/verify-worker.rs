@@ -13,12 +13,20 @@
 //! 3. A worker that acks without the lease and adds to a revenue counter without a
 //!    gate: two replicas that both take a message whose lease lapsed both count it.
 //!
-//! It needs no broker (each schedule runs on a fresh in-process one; `QUEEN_URL` is not
-//! read) and exits 0 only when the order worker passes and both broken ones are caught.
+//! It needs no broker (each schedule runs on a fresh in-process one, on a paused clock;
+//! `QUEEN_URL` is not read). The same seed prints the same report on every run, the
+//! durations aside.
+//!
+//! Exit codes: 0 when the order worker passes and both broken ones are caught (or, with
+//! `--worker`, when that one does what it should); 1 when not; 2 when a check could not
+//! run or the command line is wrong. `--replay` runs one printed schedule of one worker
+//! and exits with its outcome: 0 it passed, 1 it broke an invariant, 2 it could not run.
 //!
 //! ```sh
 //! cargo run --release -p queen-examples --bin verify-worker              # 500 schedules
-//! QUEEN_VERIFY_SCHEDULES=50 cargo run -p queen-examples --bin verify-worker
+//! cargo run -p queen-examples --bin verify-worker -- --schedules 50 --seed 7
+//! cargo run -p queen-examples --bin verify-worker -- --worker unfenced \
+//!     --replay 'transaction#1:lease-expiry'                               # exits 1
 //! ```
 
 use std::convert::Infallible;
@@ -28,7 +36,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use queen_sdk::{Client, Message, PushItem, StartAt, TransactionBuilder, Ttl};
-use queen_verify::{Input, Invariant, State, Stop, Verdict, WorkerCheck};
+use queen_verify::{
+    Cli, CliError, Input, Invariant, Outcome, ReplayCommand, State, Stop, Verdict, WorkerCheck,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -268,7 +278,8 @@ fn unfenced(schedules: usize) -> WorkerCheck {
         .schedules(schedules)
 }
 
-fn caught(name: &str, verdict: &Verdict) -> bool {
+fn caught(which: Which, check: &WorkerCheck, verdict: &Verdict) -> bool {
+    let name = which.title();
     match &verdict.counterexample {
         Some(c) => {
             println!(
@@ -282,6 +293,8 @@ fn caught(name: &str, verdict: &Verdict) -> bool {
             for line in c.to_string().lines() {
                 println!("  | {line}");
             }
+            let program = format!("verify-worker --worker {}", which.flag());
+            println!("  {}", ReplayCommand::new(&program, check, &c.schedule));
             true
         }
         None => {
@@ -295,52 +308,161 @@ fn caught(name: &str, verdict: &Verdict) -> bool {
     }
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let schedules = std::env::var(queen_verify::SCHEDULES_VAR)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(500);
-    let started = Instant::now();
-    println!(
-        "verify-worker: {} orders, {REPLICAS} worker replicas, {schedules} fault schedules from seed {SEED:#x}, each on a fresh in-process broker",
-        ORDERS.len()
-    );
+/// The checks this program runs, by the name `--worker` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    Order,
+    FreshIds,
+    Unfenced,
+}
 
-    let verdict = good(schedules).run().await;
-    println!(
-        "order worker (spec/transaction.md): {} schedules, {} faults injected, {:.1} s: {} violations",
-        verdict.schedules,
-        verdict.faults_hit,
-        verdict.elapsed.as_secs_f64(),
-        verdict.violations()
-    );
-    if let Some(c) = &verdict.counterexample {
-        println!("{c}");
+impl Which {
+    const ALL: [Which; 3] = [Which::Order, Which::FreshIds, Which::Unfenced];
+
+    fn parse(s: &str) -> Option<Which> {
+        Which::ALL.into_iter().find(|w| w.flag() == s)
     }
-    let good_passed = verdict.passed();
 
-    let a = caught(
-        "broken worker 1 (receipt pushed on its own under a fresh transaction id per attempt)",
-        &fresh_ids(schedules.max(BROKEN_SCHEDULES)).run().await,
+    fn flag(self) -> &'static str {
+        match self {
+            Which::Order => "order",
+            Which::FreshIds => "fresh-ids",
+            Which::Unfenced => "unfenced",
+        }
+    }
+
+    /// The check, before the command line's seed and count.
+    fn check(self, schedules: usize) -> WorkerCheck {
+        match self {
+            Which::Order => good(schedules),
+            Which::FreshIds => fresh_ids(schedules.max(BROKEN_SCHEDULES)),
+            Which::Unfenced => unfenced(schedules.max(BROKEN_SCHEDULES)),
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Which::Order => "order worker (spec/transaction.md)",
+            Which::FreshIds => {
+                "broken worker 1 (receipt pushed on its own under a fresh transaction id per attempt)"
+            }
+            Which::Unfenced => {
+                "broken worker 2 (ack without the lease, revenue incr without a gate)"
+            }
+        }
+    }
+}
+
+const USAGE: &str = "usage: verify-worker [--worker order|fresh-ids|unfenced] [--seed N] [--schedules N] [--replay SCHEDULE]";
+
+fn main() -> ExitCode {
+    let usage = |e: &dyn std::fmt::Display| {
+        eprintln!("{e}\n{USAGE}\n{}", queen_verify::USAGE);
+        ExitCode::from(Outcome::CouldNotRun.code())
+    };
+    let cli = match Cli::from_env() {
+        Ok(cli) => cli,
+        Err(CliError::Help) => {
+            println!("{USAGE}\n{}", queen_verify::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => return usage(&e),
+    };
+    let mut only = None;
+    let mut rest = cli.rest.iter();
+    while let Some(arg) = rest.next() {
+        let value = match arg.split_once('=') {
+            Some(("--worker", v)) => Some(v.to_string()),
+            _ if arg == "--worker" => rest.next().cloned(),
+            _ => return usage(&format!("unknown argument {arg:?}")),
+        };
+        match value.as_deref().and_then(Which::parse) {
+            Some(w) => only = Some(w),
+            None => {
+                return usage(&format!(
+                    "--worker takes order, fresh-ids or unfenced, not {value:?}"
+                ));
+            }
+        }
+    }
+    let schedules = cli.schedules.unwrap_or_else(|| {
+        std::env::var(queen_verify::SCHEDULES_VAR)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(500)
+    });
+    let started = Instant::now();
+
+    // One schedule, as a report printed it: its run and its outcome (1: it failed).
+    if let Some(schedule) = &cli.replay {
+        let Some(which) = only else {
+            return usage(&"--replay needs --worker: which worker's schedule it is");
+        };
+        let verdict = cli.verdict(&cli.configure(which.check(1)));
+        println!("{}: replay of {schedule}", which.title());
+        print!("{verdict}");
+        return verdict.outcome().into();
+    }
+
+    println!(
+        "verify-worker: {} orders, {REPLICAS} worker replicas, {schedules} fault schedules from seed {:#x}, each on a fresh in-process broker",
+        ORDERS.len(),
+        cli.seed.unwrap_or(SEED)
     );
-    let b = caught(
-        "broken worker 2 (ack without the lease, revenue incr without a gate)",
-        &unfenced(schedules.max(BROKEN_SCHEDULES)).run().await,
-    );
-    let ok = good_passed && a && b;
+    let mut outcome = Outcome::Proven;
+    for which in Which::ALL
+        .into_iter()
+        .filter(|w| only.is_none_or(|o| o == *w))
+    {
+        let check = cli.configure(which.check(schedules));
+        let check = match (which, cli.schedules) {
+            // A broken worker's count only bounds the search for it.
+            (Which::FreshIds | Which::Unfenced, None) => {
+                check.schedules(schedules.max(BROKEN_SCHEDULES))
+            }
+            _ => check,
+        };
+        let verdict = cli.verdict(&check);
+        let as_expected = match which {
+            Which::Order => {
+                println!(
+                    "{}: {} schedules, {} faults injected, {:.1} s: {} violations",
+                    which.title(),
+                    verdict.schedules,
+                    verdict.faults_hit,
+                    verdict.elapsed.as_secs_f64(),
+                    verdict.violations()
+                );
+                if let Some(c) = &verdict.counterexample {
+                    println!("{c}");
+                    println!(
+                        "  {}",
+                        ReplayCommand::new(
+                            &format!("verify-worker --worker {}", which.flag()),
+                            &check,
+                            &c.schedule
+                        )
+                    );
+                }
+                verdict.passed()
+            }
+            Which::FreshIds | Which::Unfenced => caught(which, &check, &verdict),
+        };
+        if verdict.outcome() == Outcome::CouldNotRun {
+            outcome = Outcome::CouldNotRun;
+        } else if !as_expected && outcome == Outcome::Proven {
+            outcome = Outcome::Counterexample;
+        }
+    }
     println!(
         "{} ({:.1} s in all)",
-        if ok {
-            "result: the order worker passed; both broken workers were caught"
-        } else {
-            "result: FAILED"
+        match (outcome, only) {
+            (Outcome::Proven, None) =>
+                "result: the order worker passed; both broken workers were caught",
+            (Outcome::Proven, Some(_)) => "result: as expected",
+            _ => "result: FAILED",
         },
         started.elapsed().as_secs_f64()
     );
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    outcome.into()
 }

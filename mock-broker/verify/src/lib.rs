@@ -168,6 +168,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod check;
+mod cli;
 mod invariant;
 mod remote;
 mod report;
@@ -175,8 +176,9 @@ mod run;
 mod schedule;
 
 pub use check::{Input, SCHEDULES_VAR, SetupError, WorkerCheck, WorkerResult};
+pub use cli::{Cli, CliError, ReplayCommand, USAGE};
 pub use invariant::{Invariant, State};
-pub use report::{Counterexample, Event, TraceCall, TraceEntry, Verdict, Violation};
+pub use report::{Counterexample, Event, Outcome, TraceCall, TraceEntry, Verdict, Violation};
 pub use run::Stop;
 pub use schedule::{
     Fault, FaultKind, FaultPlan, ParseScheduleError, Route, Schedule, ScheduledFault,

@@ -12,6 +12,10 @@ use crate::schedule::{Fault, Route, Schedule};
 /// could not be pushed.
 pub(crate) const SETUP_FAILED: &str = "the run could be set up";
 
+/// The name under which a run the verifier could not carry out is reported (a broker
+/// restart failed, the final state could not be read).
+pub(crate) const HARNESS_FAILED: &str = "the verifier could carry out the run";
+
 /// An invariant that did not hold at the end of a run.
 ///
 /// ```
@@ -46,6 +50,59 @@ impl Violation {
     /// ```
     pub fn is_setup_failure(&self) -> bool {
         self.invariant == SETUP_FAILED
+    }
+
+    /// Whether this says the worker could not be judged, not that it broke an
+    /// invariant: a setup failure ([`Violation::is_setup_failure`]), or a run the
+    /// verifier itself could not carry out (a broker that did not come back after a
+    /// restart, a final state it could not read).
+    ///
+    /// ```
+    /// let v = queen_verify::Violation { invariant: "nothing dead-lettered".into(), detail: "order-3".into() };
+    /// assert!(!v.is_could_not_run());
+    /// ```
+    pub fn is_could_not_run(&self) -> bool {
+        self.is_setup_failure() || self.invariant == HARNESS_FAILED
+    }
+}
+
+/// What a [`Verdict`] comes to, and the exit code a proof program answers for it.
+///
+/// ```
+/// use queen_verify::Outcome;
+/// assert_eq!(Outcome::Proven.code(), 0);
+/// assert_eq!(Outcome::Counterexample.code(), 1);
+/// assert_eq!(Outcome::CouldNotRun.code(), 2);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every schedule passed (exit code 0).
+    Proven,
+    /// A schedule broke an invariant (exit code 1).
+    Counterexample,
+    /// The worker could not be judged: its setup failed, or the verifier could not
+    /// carry out a run (exit code 2).
+    CouldNotRun,
+}
+
+impl Outcome {
+    /// The exit code: 0 proven, 1 counterexample, 2 could not run.
+    ///
+    /// ```
+    /// assert_eq!(queen_verify::Outcome::Proven.code(), 0);
+    /// ```
+    pub fn code(self) -> u8 {
+        match self {
+            Outcome::Proven => 0,
+            Outcome::Counterexample => 1,
+            Outcome::CouldNotRun => 2,
+        }
+    }
+}
+
+impl From<Outcome> for std::process::ExitCode {
+    fn from(o: Outcome) -> Self {
+        std::process::ExitCode::from(o.code())
     }
 }
 
@@ -361,6 +418,25 @@ impl Verdict {
     /// ```
     pub fn violations(&self) -> usize {
         usize::from(self.counterexample.is_some())
+    }
+
+    /// Proven, a counterexample, or could not run: what a proof program's exit code
+    /// says (`std::process::ExitCode::from(verdict.outcome())`).
+    ///
+    /// ```
+    /// use queen_verify::{Outcome, WorkerCheck};
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await });
+    /// assert_eq!(check.replay_blocking(Default::default()).outcome(), Outcome::Proven);
+    /// let broken = WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .setup(|_client| async move { Err("no catalogue".into()) });
+    /// assert_eq!(broken.replay_blocking(Default::default()).outcome(), Outcome::CouldNotRun);
+    /// ```
+    pub fn outcome(&self) -> Outcome {
+        match &self.counterexample {
+            None => Outcome::Proven,
+            Some(c) if c.violation.is_could_not_run() => Outcome::CouldNotRun,
+            Some(_) => Outcome::Counterexample,
+        }
     }
 }
 

@@ -37,7 +37,7 @@ use tokio::time::Instant;
 
 use crate::check::{Input, SetupError};
 use crate::invariant::{Invariant, State};
-use crate::report::{Event, SETUP_FAILED, TraceCall, TraceEntry, Violation};
+use crate::report::{Event, HARNESS_FAILED, SETUP_FAILED, TraceCall, TraceEntry, Violation};
 use crate::schedule::{Fault, Route, Schedule};
 
 /// The future a worker closure answers, its outcome as text.
@@ -430,7 +430,7 @@ pub(crate) fn setup_failure(what: String) -> RunOutcome {
 
 /// The verifier could not carry out a run under way (a broker restart, the last reads).
 pub(crate) fn harness_failure(what: String) -> RunOutcome {
-    failure("the verifier could carry out the run", what)
+    failure(HARNESS_FAILED, what)
 }
 
 fn failure(invariant: &str, detail: String) -> RunOutcome {

@@ -1,0 +1,276 @@
+//! The command line of a proof program: a binary of your own whose `main` is one call,
+//! [`Cli::main`], gets seeds, schedule counts, the replay of one printed schedule, and
+//! exit codes a CI job can branch on (0 proven, 1 counterexample, 2 could not run).
+
+use std::fmt;
+use std::process::ExitCode;
+
+use crate::check::WorkerCheck;
+use crate::report::{Outcome, Verdict};
+use crate::schedule::Schedule;
+
+/// What [`Cli::main`] prints for `--help` and after a usage error.
+///
+/// ```
+/// assert!(queen_verify::USAGE.contains("--replay"));
+/// ```
+pub const USAGE: &str = "\
+options:
+  --seed N            draw the schedules from seed N (decimal or 0x hex; default: the check's)
+  --schedules N       run N schedules (default: the check's, or QUEEN_VERIFY_SCHEDULES)
+  --replay SCHEDULE   run this one printed schedule, e.g. 'transaction#1:commit-then-drop'
+  --help              print this
+exit codes: 0 proven, 1 counterexample, 2 could not run (or a usage error)";
+
+/// A proof program's command line: seed, schedule count, one schedule to replay, and
+/// the arguments it does not know (for the program's own flags).
+///
+/// ```
+/// use queen_verify::Cli;
+/// let cli = Cli::parse(["--seed", "0x5eed", "--replay", "transaction#1:lease-expiry"])?;
+/// assert_eq!(cli.seed, Some(0x5eed));
+/// assert_eq!(cli.replay.map(|s| s.to_string()).as_deref(), Some("transaction#1:lease-expiry"));
+/// # Ok::<(), queen_verify::CliError>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cli {
+    /// `--seed N`.
+    pub seed: Option<u64>,
+    /// `--schedules N`.
+    pub schedules: Option<usize>,
+    /// `--replay SCHEDULE`.
+    pub replay: Option<Schedule>,
+    /// Every argument it does not know, in order.
+    pub rest: Vec<String>,
+}
+
+/// A command line [`Cli::parse`] refuses.
+///
+/// ```
+/// let e = queen_verify::Cli::parse(["--seed", "many"]).unwrap_err();
+/// assert_eq!(e.to_string(), "--seed: \"many\" is not a number (decimal or 0x hex)");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CliError {
+    /// `--help` was given.
+    #[error("help asked for")]
+    Help,
+    /// A flag came without its value.
+    #[error("{0} needs a value")]
+    Missing(&'static str),
+    /// A flag's value is not what it takes.
+    #[error("{flag}: {value:?} is not {wanted}")]
+    Bad {
+        /// The flag.
+        flag: &'static str,
+        /// Its value.
+        value: String,
+        /// What it takes.
+        wanted: String,
+    },
+}
+
+impl Cli {
+    /// Parses `args` (without the program's name).
+    ///
+    /// ```
+    /// let cli = queen_verify::Cli::parse(["--schedules", "50", "--worker", "unfenced"])?;
+    /// assert_eq!(cli.schedules, Some(50));
+    /// assert_eq!(cli.rest, ["--worker", "unfenced"]);
+    /// # Ok::<(), queen_verify::CliError>(())
+    /// ```
+    pub fn parse<I, S>(args: I) -> Result<Cli, CliError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut cli = Cli::default();
+        let mut args = args.into_iter().map(Into::into);
+        while let Some(arg) = args.next() {
+            let (flag, inline) = match arg.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+                _ => (arg.clone(), None),
+            };
+            let mut value = |name: &'static str| {
+                inline
+                    .clone()
+                    .or_else(|| args.next())
+                    .ok_or(CliError::Missing(name))
+            };
+            match flag.as_str() {
+                "--help" | "-h" => return Err(CliError::Help),
+                "--seed" => cli.seed = Some(parse_seed(&value("--seed")?)?),
+                "--schedules" => {
+                    let v = value("--schedules")?;
+                    cli.schedules = Some(v.trim().parse().map_err(|_| CliError::Bad {
+                        flag: "--schedules",
+                        value: v.clone(),
+                        wanted: "a count".into(),
+                    })?);
+                }
+                "--replay" => {
+                    let v = value("--replay")?;
+                    cli.replay =
+                        Some(
+                            v.parse()
+                                .map_err(|e: crate::ParseScheduleError| CliError::Bad {
+                                    flag: "--replay",
+                                    value: v.clone(),
+                                    wanted: format!("a schedule ({e})"),
+                                })?,
+                        );
+                }
+                _ => cli.rest.push(arg),
+            }
+        }
+        Ok(cli)
+    }
+
+    /// Parses the program's own command line.
+    ///
+    /// ```no_run
+    /// let cli = queen_verify::Cli::from_env()?;
+    /// # Ok::<(), queen_verify::CliError>(())
+    /// ```
+    pub fn from_env() -> Result<Cli, CliError> {
+        Cli::parse(std::env::args().skip(1))
+    }
+
+    /// `check` with the seed and schedule count asked for (`--schedules`, else
+    /// `QUEEN_VERIFY_SCHEDULES` when set, else the check's own).
+    ///
+    /// ```
+    /// use queen_verify::{Cli, WorkerCheck};
+    /// let cli = Cli::parse(["--seed", "7"])?;
+    /// let check = cli.configure(WorkerCheck::new(|_c, stop| async move { stop.await }));
+    /// assert_eq!(check.drawn(3), WorkerCheck::new(|_c, stop| async move { stop.await }).seed(7).drawn(3));
+    /// # Ok::<(), queen_verify::CliError>(())
+    /// ```
+    pub fn configure(&self, mut check: WorkerCheck) -> WorkerCheck {
+        if let Some(seed) = self.seed {
+            check = check.seed(seed);
+        }
+        match self.schedules {
+            Some(n) => check.schedules(n),
+            None => {
+                let n = check.schedules;
+                check.schedules_from_env(n)
+            }
+        }
+    }
+
+    /// Runs `check` (its schedules, or the one `--replay` names) and answers the
+    /// verdict. Call it outside any async runtime, as [`WorkerCheck::run_blocking`].
+    ///
+    /// ```
+    /// use queen_verify::{Cli, Outcome, WorkerCheck};
+    /// let cli = Cli::parse(["--replay", "pop#1:unavailable"])?;
+    /// let verdict = cli.verdict(&WorkerCheck::new(|_c, stop| async move { stop.await }));
+    /// assert_eq!((verdict.schedules, verdict.outcome()), (1, Outcome::Proven));
+    /// # Ok::<(), queen_verify::CliError>(())
+    /// ```
+    pub fn verdict(&self, check: &WorkerCheck) -> Verdict {
+        match &self.replay {
+            Some(schedule) => check.replay_blocking(schedule.clone()),
+            None => check.run_blocking(),
+        }
+    }
+
+    /// The whole of a proof program: parses the command line, runs `check` as it asks,
+    /// prints the verdict (and, on a counterexample, the command that replays it), and
+    /// answers the exit code: 0 proven, 1 counterexample, 2 could not run or a usage
+    /// error. Call it from a plain `fn main`, outside any async runtime.
+    ///
+    /// ```no_run
+    /// use std::process::ExitCode;
+    /// use queen_verify::{Cli, Input, Invariant, WorkerCheck};
+    ///
+    /// fn main() -> ExitCode {
+    ///     let check = WorkerCheck::new(|_client, stop| async move { stop.await })
+    ///         .input(Input::new("orders", &1))
+    ///         .invariant(Invariant::inputs_acked());
+    ///     Cli::main(check)
+    /// }
+    /// ```
+    pub fn main(check: WorkerCheck) -> ExitCode {
+        let cli = match Cli::from_env() {
+            Ok(cli) => cli,
+            Err(CliError::Help) => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => {
+                eprintln!("{e}\n{USAGE}");
+                return ExitCode::from(Outcome::CouldNotRun.code());
+            }
+        };
+        if let Some(unknown) = cli.rest.first() {
+            eprintln!("unknown argument {unknown:?}\n{USAGE}");
+            return ExitCode::from(Outcome::CouldNotRun.code());
+        }
+        let check = cli.configure(check);
+        let verdict = cli.verdict(&check);
+        print!("{verdict}");
+        if let Some(c) = &verdict.counterexample
+            && !c.violation.is_could_not_run()
+        {
+            let program = std::env::args()
+                .next()
+                .unwrap_or_else(|| "<program>".into());
+            println!("{}", ReplayCommand::new(&program, &check, &c.schedule));
+        }
+        verdict.outcome().into()
+    }
+}
+
+/// The command line that replays one schedule of a check, as [`Cli::main`] prints it.
+///
+/// ```
+/// use queen_verify::{ReplayCommand, Schedule, WorkerCheck};
+/// let check = WorkerCheck::new(|_c, stop| async move { stop.await }).seed(0x5eed);
+/// let s: Schedule = "transaction#1:lease-expiry".parse()?;
+/// assert_eq!(
+///     ReplayCommand::new("prove-billing", &check, &s).to_string(),
+///     "replay it: prove-billing --seed 0x5eed --replay 'transaction#1:lease-expiry'"
+/// );
+/// # Ok::<(), queen_verify::ParseScheduleError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ReplayCommand {
+    line: String,
+}
+
+impl ReplayCommand {
+    /// The command for `program` to replay `schedule` of `check`.
+    ///
+    /// ```
+    /// # use queen_verify::{ReplayCommand, WorkerCheck};
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await });
+    /// let cmd = ReplayCommand::new("prove", &check, &Default::default());
+    /// assert!(cmd.to_string().ends_with("--replay 'none'"));
+    /// ```
+    pub fn new(program: &str, check: &WorkerCheck, schedule: &Schedule) -> Self {
+        ReplayCommand {
+            line: format!("{program} --seed {:#x} --replay '{schedule}'", check.seed),
+        }
+    }
+}
+
+impl fmt::Display for ReplayCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "replay it: {}", self.line)
+    }
+}
+
+fn parse_seed(v: &str) -> Result<u64, CliError> {
+    let t = v.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16),
+        None => t.replace('_', "").parse(),
+    };
+    parsed.map_err(|_| CliError::Bad {
+        flag: "--seed",
+        value: v.to_string(),
+        wanted: "a number (decimal or 0x hex)".into(),
+    })
+}
