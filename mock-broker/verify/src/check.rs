@@ -581,7 +581,7 @@ impl WorkerCheck {
         self
     }
 
-    fn spec(&self) -> Arc<RunSpec> {
+    pub(crate) fn spec(&self) -> Arc<RunSpec> {
         let mut inputs = self.inputs.clone();
         for (n, i) in inputs.iter_mut().enumerate() {
             if i.transaction_id.is_empty() {

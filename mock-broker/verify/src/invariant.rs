@@ -1,45 +1,213 @@
 //! Invariants: what must hold of the broker's state once a worker has finished, whatever
 //! faults it met.
 //!
-//! They are checked against the stored state (read directly with
-//! [`queen_mock_broker::harness::Inspector`], not through the API the worker used), so a
-//! worker cannot pass by reading back its own mistakes. The helpers cover what
-//! exactly-once means for a Queen worker: every input acknowledged, every output pushed
-//! exactly once, every state row holding the value of exactly one application, nothing
-//! dead-lettered unless expected. [`Invariant::new`] states anything else.
+//! They are checked against the stored state, not through the API the worker used, so a
+//! worker cannot pass by reading back its own mistakes: in process, read directly with
+//! [`queen_mock_broker::harness::Inspector`]; against a broker URL, read by the
+//! verifier's own client (never through the fault proxy) with the broker's public API.
+//! [`State`]'s accessors ([`State::messages`], [`State::cursor`], [`State::kv_row`],
+//! [`State::timers`], [`State::dead_letters`]) work the same on both; the helpers use
+//! only them. The helpers cover what exactly-once means for a Queen worker: every input
+//! acknowledged, every output pushed exactly once, every state row holding the value of
+//! exactly one application, nothing dead-lettered unless expected. [`Invariant::new`]
+//! states anything else.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use queen_mock_broker::MockBroker;
-use queen_mock_broker::harness::{InspectedMessage, Inspector};
+use queen_mock_broker::harness::{InspectedMessage, InspectedTimer, Inspector};
+use queen_mock_broker::store::StoreError;
 use queen_sdk::DeadLetter;
 use serde_json::Value;
 
 use crate::check::Input;
 
+/// Where a [`State`] reads from: the in-process broker's storage, or a broker's public
+/// API (`remote`). Invariants are sync; a remote backend blocks on each read.
+pub(crate) trait Backend: Sync {
+    /// The in-process broker's storage; `None` against a URL.
+    fn inspector(&self) -> Option<Inspector<'_>>;
+    /// The stored messages of a partition, in offset order.
+    fn messages(&self, queue: &str, partition: &str) -> Result<Vec<InspectedMessage>, StateError>;
+    /// A group's position on a partition; `None` if it has none there.
+    fn cursor(
+        &self,
+        queue: &str,
+        partition: &str,
+        group: &str,
+    ) -> Result<Option<GroupCursor>, StateError>;
+    /// A KV row.
+    fn kv_row(&self, ns: &str, key: &str) -> Result<Option<KvEntry>, StateError>;
+    /// A queue's pending timers.
+    fn timers(&self, queue: &str) -> Result<Vec<InspectedTimer>, StateError>;
+    /// The broker's time, in microseconds since the epoch.
+    fn now_micros(&self) -> i64;
+}
+
+impl Backend for MockBroker {
+    fn inspector(&self) -> Option<Inspector<'_>> {
+        Some(self.inspect())
+    }
+
+    fn messages(&self, queue: &str, partition: &str) -> Result<Vec<InspectedMessage>, StateError> {
+        Ok(self.inspect().messages(queue, partition)?)
+    }
+
+    fn cursor(
+        &self,
+        queue: &str,
+        partition: &str,
+        group: &str,
+    ) -> Result<Option<GroupCursor>, StateError> {
+        let now = self.clock().now_micros();
+        Ok(self
+            .inspect()
+            .cursor(queue, partition, group)?
+            .map(|c| GroupCursor {
+                next_offset: c.next_offset,
+                lease_held: c.lease_id.is_some() && c.lease_expires_at.is_some_and(|t| t > now),
+                lease_id: c.lease_id,
+            }))
+    }
+
+    fn kv_row(&self, ns: &str, key: &str) -> Result<Option<KvEntry>, StateError> {
+        Ok(self.inspect().kv_row(ns, key)?.map(|r| KvEntry {
+            // The broker stores what it parsed as JSON: it parses back.
+            value: serde_json::from_str(&r.value).unwrap_or(Value::Null),
+            version: r.version,
+            expires_at: r.expires_at,
+        }))
+    }
+
+    fn timers(&self, queue: &str) -> Result<Vec<InspectedTimer>, StateError> {
+        Ok(self.inspect().timers(queue)?)
+    }
+
+    fn now_micros(&self) -> i64 {
+        self.clock().now_micros()
+    }
+}
+
+/// What [`State::inspect`] unwinds with when there is no in-process broker (a check
+/// against a URL): the remote runner catches it and reports the run as one that could
+/// not be carried out, naming the invariant, instead of a panic.
+pub(crate) struct InProcessOnly;
+
+/// A [`State`] read that failed: the storage of the in-process broker, or a call to a
+/// broker's API, answered an error. Invariants usually turn it into their own error
+/// text with `map_err(|e| e.to_string())?`.
+///
+/// ```
+/// use queen_verify::{Invariant, State};
+/// let read = Invariant::new("receipts readable", |s: &State<'_>| {
+///     s.messages("receipts", "Default").map(|_| ()).map_err(|e| e.to_string())
+/// });
+/// # let _ = read;
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// The in-process broker's storage could not be read.
+    #[error("reading the broker's storage: {0}")]
+    Store(#[from] StoreError),
+    /// A call to the broker's API failed.
+    #[error("reading {what} through the broker's API: {source}")]
+    Api {
+        /// What was being read (`messages of receipts/Default`).
+        what: String,
+        /// The SDK's error.
+        source: queen_sdk::Error,
+    },
+    /// The broker answered something this reader cannot use.
+    #[error("reading {what} through the broker's API: {why}")]
+    Unreadable {
+        /// What was being read.
+        what: String,
+        /// What was wrong with the answer.
+        why: String,
+    },
+}
+
+/// A consumer group's position on one partition, as [`State::cursor`] reads it.
+///
+/// ```
+/// let acked = queen_verify::Invariant::new("orders/Default fully acked", |s| {
+///     let c = s.cursor("orders", "Default", s.group()).map_err(|e| e.to_string())?;
+///     match c {
+///         Some(c) if c.next_offset as usize >= s.inputs().len() && !c.lease_held => Ok(()),
+///         other => Err(format!("{other:?}")),
+///     }
+/// });
+/// # let _ = acked;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GroupCursor {
+    /// The first offset the group has not yet acknowledged.
+    pub next_offset: u64,
+    /// Whether a lease is held there now.
+    pub lease_held: bool,
+    /// The lease recorded there, when the backend tells it (in process it is kept
+    /// after it lapses, until the broker notices; a broker's API gives no lease id).
+    pub lease_id: Option<String>,
+}
+
+/// A KV row, as [`State::kv_row`] reads it.
+///
+/// ```
+/// let stock = queen_verify::Invariant::new("stock never negative", |s| {
+///     let row = s.kv_row("stock", "sku-1").map_err(|e| e.to_string())?;
+///     match row.and_then(|r| r.value.as_i64()) {
+///         Some(n) if n < 0 => Err(format!("stock/sku-1 = {n}")),
+///         _ => Ok(()),
+///     }
+/// });
+/// # let _ = stock;
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct KvEntry {
+    /// The value.
+    pub value: Value,
+    /// Its version: new on every write.
+    pub version: u64,
+    /// When it lapses, in microseconds since the epoch; `None`: never.
+    pub expires_at: Option<i64>,
+}
+
 /// The broker's final state, as an invariant sees it: the stored state, the inputs and
 /// the group the worker consumed them as, and the dead letters of the inputs' queues.
+///
+/// The same accessors work in process and against a broker URL
+/// ([`WorkerCheck::against`](crate::WorkerCheck::against)): [`State::messages`],
+/// [`State::cursor`], [`State::kv_row`], [`State::timers`], [`State::dead_letters`].
+/// [`State::inspect`] reads the in-process broker's storage only.
 ///
 /// ```
 /// use queen_verify::{Invariant, State};
 /// // An invariant of your own: the `audit` queue holds one entry per input.
 /// let audit = Invariant::new("one audit entry per input", |s: &State<'_>| {
-///     let n = s.inspect().messages("audit", "Default").map_err(|e| e.to_string())?.len();
+///     let n = s.messages("audit", "Default").map_err(|e| e.to_string())?.len();
 ///     if n == s.inputs().len() { Ok(()) } else { Err(format!("{n} audit entries")) }
 /// });
 /// assert_eq!(audit.name(), "one audit entry per input");
 /// ```
 pub struct State<'a> {
-    pub(crate) broker: &'a MockBroker,
+    pub(crate) broker: &'a dyn Backend,
     pub(crate) inputs: &'a [Input],
     pub(crate) group: &'a str,
     pub(crate) dead: &'a [DeadLetter],
 }
 
 impl<'a> State<'a> {
-    /// Reads stored state directly: messages, cursors, KV rows, timers.
+    /// Reads the in-process broker's storage directly: messages, cursors, KV rows,
+    /// timers. In-process runs only: a check against a broker URL has no storage to
+    /// read, and a run whose invariant calls this is reported as one that could not be
+    /// carried out (a setup failure naming the invariant), not run. The accessors
+    /// [`State::messages`], [`State::cursor`], [`State::kv_row`] and [`State::timers`]
+    /// read the same things on both.
     ///
     /// ```
     /// let reminders = queen_verify::Invariant::new("a reminder per input", |s| {
@@ -49,7 +217,82 @@ impl<'a> State<'a> {
     /// # let _ = reminders;
     /// ```
     pub fn inspect(&self) -> Inspector<'a> {
-        self.broker.inspect()
+        match self.broker.inspector() {
+            Some(i) => i,
+            // Not a panic: `resume_unwind` skips the panic hook, and the remote runner
+            // catches it to report which invariant needs an in-process broker.
+            None => std::panic::resume_unwind(Box::new(InProcessOnly)),
+        }
+    }
+
+    /// The stored messages of `queue`'s `partition`, in offset order (none if it does
+    /// not exist). Against a URL they are read by listing the partition and reading
+    /// each message's payload.
+    ///
+    /// ```
+    /// let once = queen_verify::Invariant::new("one receipt per input", |s| {
+    ///     let n = s.messages("receipts", "Default").map_err(|e| e.to_string())?.len();
+    ///     if n == s.inputs().len() { Ok(()) } else { Err(format!("{n} receipts")) }
+    /// });
+    /// # let _ = once;
+    /// ```
+    pub fn messages(
+        &self,
+        queue: &str,
+        partition: &str,
+    ) -> Result<Vec<InspectedMessage>, StateError> {
+        self.broker.messages(queue, partition)
+    }
+
+    /// `group`'s position on `queue`'s `partition` (`None`: it has none there yet).
+    /// Against a URL it is read from the group's detail
+    /// (`GET /api/v1/consumer-groups/{group}`).
+    ///
+    /// ```
+    /// let cursor = queen_verify::Invariant::new("the group read the first partition", |s| {
+    ///     let c = s.cursor("orders", "Default", s.group()).map_err(|e| e.to_string())?;
+    ///     c.map(|_| ()).ok_or_else(|| format!("group {} never read it", s.group()))
+    /// });
+    /// # let _ = cursor;
+    /// ```
+    pub fn cursor(
+        &self,
+        queue: &str,
+        partition: &str,
+        group: &str,
+    ) -> Result<Option<GroupCursor>, StateError> {
+        self.broker.cursor(queue, partition, group)
+    }
+
+    /// The KV row `ns/key` (`None`: absent). Against a URL an expired row reads as
+    /// absent, as the broker's API answers it.
+    ///
+    /// ```
+    /// let paid = queen_verify::Invariant::new("order o-1 paid", |s| {
+    ///     let row = s.kv_row("orders", "o-1").map_err(|e| e.to_string())?;
+    ///     match row {
+    ///         Some(r) if r.value["status"] == "paid" => Ok(()),
+    ///         other => Err(format!("orders/o-1: {other:?}")),
+    ///     }
+    /// });
+    /// # let _ = paid;
+    /// ```
+    pub fn kv_row(&self, ns: &str, key: &str) -> Result<Option<KvEntry>, StateError> {
+        self.broker.kv_row(ns, key)
+    }
+
+    /// The pending timers of `queue`, by key. Against a URL they are listed with
+    /// `GET /api/v1/timers/{queue}`.
+    ///
+    /// ```
+    /// let none_left = queen_verify::Invariant::new("no reminder left", |s| {
+    ///     let left = s.timers("reminders").map_err(|e| e.to_string())?;
+    ///     if left.is_empty() { Ok(()) } else { Err(format!("{} pending", left.len())) }
+    /// });
+    /// # let _ = none_left;
+    /// ```
+    pub fn timers(&self, queue: &str) -> Result<Vec<InspectedTimer>, StateError> {
+        self.broker.timers(queue)
     }
 
     /// The inputs pushed before the worker started, in order.
@@ -68,7 +311,7 @@ impl<'a> State<'a> {
     ///
     /// ```
     /// let cursor = queen_verify::Invariant::new("the group read the first partition", |s| {
-    ///     let c = s.inspect().cursor("orders", "Default", s.group()).map_err(|e| e.to_string())?;
+    ///     let c = s.cursor("orders", "Default", s.group()).map_err(|e| e.to_string())?;
     ///     c.map(|_| ()).ok_or_else(|| format!("group {} never read it", s.group()))
     /// });
     /// # let _ = cursor;
@@ -89,11 +332,12 @@ impl<'a> State<'a> {
         self.dead
     }
 
-    /// The broker's time (its manual clock), in microseconds since the epoch.
+    /// The broker's time in microseconds since the epoch: in process, its manual
+    /// clock; against a URL, the verifier's system clock.
     ///
     /// ```
     /// let live = queen_verify::Invariant::new("orders/o-1 has not expired", |s| {
-    ///     let row = s.inspect().kv_row("orders", "o-1").map_err(|e| e.to_string())?;
+    ///     let row = s.kv_row("orders", "o-1").map_err(|e| e.to_string())?;
     ///     match row.and_then(|r| r.expires_at) {
     ///         Some(t) if t <= s.now_micros() => Err("expired".into()),
     ///         _ => Ok(()),
@@ -102,7 +346,7 @@ impl<'a> State<'a> {
     /// # let _ = live;
     /// ```
     pub fn now_micros(&self) -> i64 {
-        self.broker.clock().now_micros()
+        self.broker.now_micros()
     }
 }
 
@@ -142,7 +386,7 @@ impl Invariant {
     /// ```
     /// use queen_verify::{Invariant, State};
     /// let no_timers = Invariant::new("no reminder left", |s: &State<'_>| {
-    ///     let left = s.inspect().timers("reminders").map_err(|e| e.to_string())?;
+    ///     let left = s.timers("reminders").map_err(|e| e.to_string())?;
     ///     if left.is_empty() { Ok(()) } else { Err(format!("{} pending", left.len())) }
     /// });
     /// # let _ = no_timers;
@@ -189,7 +433,6 @@ impl Invariant {
             let mut missing = Vec::new();
             for ((queue, partition), n) in per_partition {
                 let cursor = s
-                    .inspect()
                     .cursor(queue, partition, s.group())
                     .map_err(|e| e.to_string())?;
                 let done = cursor.as_ref().map_or(0, |c| c.next_offset);
@@ -197,9 +440,14 @@ impl Invariant {
                     missing.push(format!(
                         "{queue}/{partition}: {done} of {n} acknowledged by group {}{}",
                         s.group(),
-                        match cursor.and_then(|c| c.lease_id) {
-                            Some(l) => format!(" (lease {l} outstanding)"),
-                            None => String::new(),
+                        match cursor {
+                            Some(GroupCursor {
+                                lease_id: Some(l), ..
+                            }) => format!(" (lease {l} outstanding)"),
+                            Some(GroupCursor {
+                                lease_held: true, ..
+                            }) => " (a lease outstanding)".to_string(),
+                            _ => String::new(),
                         }
                     ));
                 }
@@ -280,10 +528,7 @@ impl Invariant {
         Invariant::new(name, move |s: &State<'_>| {
             let mut wrong = Vec::new();
             for (partition, keys) in &wanted {
-                let stored = s
-                    .inspect()
-                    .messages(&queue, partition)
-                    .map_err(|e| e.to_string())?;
+                let stored = s.messages(&queue, partition).map_err(|e| e.to_string())?;
                 let mut seen: BTreeMap<String, Vec<u64>> = BTreeMap::new();
                 for m in &stored {
                     match key_of(m) {
@@ -334,14 +579,14 @@ impl Invariant {
     pub fn kv_equals(ns: impl Into<String>, key: impl Into<String>, value: Value) -> Self {
         let (ns, key) = (ns.into(), key.into());
         Invariant::new(format!("kv {ns}/{key} = {value}"), move |s: &State<'_>| {
-            let row = s.inspect().kv_row(&ns, &key).map_err(|e| e.to_string())?;
+            let row = s.kv_row(&ns, &key).map_err(|e| e.to_string())?;
             let Some(row) = row else {
                 return Err(format!("{ns}/{key} is missing"));
             };
             if row.expires_at.is_some_and(|t| t <= s.now_micros()) {
                 return Err(format!("{ns}/{key} has expired"));
             }
-            let stored: Value = serde_json::from_str(&row.value).unwrap_or(Value::Null);
+            let stored = row.value;
             if stored == value {
                 Ok(())
             } else {

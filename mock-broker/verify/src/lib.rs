@@ -120,6 +120,49 @@
 //! or a killed worker leaves waits on a lease), and ends when the worker's group has
 //! acknowledged every input, or counts as a violation after [`WorkerCheck::run_timeout`].
 //!
+//! ## Against a broker URL
+//!
+//! [`WorkerCheck::against`] runs the same check against a running broker (this
+//! project's standalone `queen-mock-broker`, Queen 2 or Queen v0, started by CI): the
+//! replicas talk to a fault proxy the check starts on a local ephemeral port, which
+//! forwards to the broker and does the schedule's faults, and the invariants read the
+//! broker's state through its public API ([`State::messages`], [`State::cursor`],
+//! [`State::kv_row`], [`State::timers`], [`State::dead_letters`]; [`State::inspect`] is
+//! in-process only). The broker is shared by every schedule, so [`Broker::url`] takes
+//! the [`Resources`] reset before each one (the inputs' queues and the group always
+//! are). A lease expiry and a broker restart need the broker's clock and process: they
+//! are not drawn. A lapsed lease is waited for in real time, so the worker's leases
+//! are capped at [`Broker::lease`] (2 s by default): a schedule takes seconds.
+//!
+//! ```no_run
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use queen_sdk::StartAt;
+//! use queen_verify::{Broker, Input, Invariant, Resources, WorkerCheck};
+//! use serde_json::json;
+//!
+//! let url = std::env::var("QUEEN_URL").unwrap_or_else(|_| "http://127.0.0.1:6632".into());
+//! let verdict = WorkerCheck::new(|client, stop| async move {
+//!     client
+//!         .worker::<serde_json::Value>("orders")
+//!         .group("billing", StartAt::Beginning)
+//!         .run(|order, step| async move {
+//!             Ok::<_, String>(step.push("receipts", |p| p.payload(&order.data)))
+//!         }, stop)
+//!         .await
+//! })
+//! .group("billing")
+//! .inputs((1..=3).map(|n| Input::new("orders", &json!({"orderId": n}))))
+//! .invariant(Invariant::inputs_acked())
+//! .invariant(Invariant::pushed_once("receipts", "orderId", (1..=3).map(|n| ("Default", n.to_string()))))
+//! .against(Broker::url(url, Resources::new().queues(["receipts"])))
+//! .schedules_from_env(8)
+//! .run()
+//! .await;
+//! assert!(verdict.passed(), "{verdict}");
+//! # }
+//! ```
+//!
 //! ## With proptest directly
 //!
 //! [`Schedule::strategy`] is a proptest strategy, and [`WorkerCheck::replay_blocking`]
@@ -178,6 +221,10 @@ mod schedule;
 pub use check::{Input, SCHEDULES_VAR, SetupError, WorkerCheck, WorkerResult};
 pub use cli::{Cli, CliError, ReplayCommand, USAGE};
 pub use invariant::{Invariant, State};
+pub use crate::{
+    invariant::{GroupCursor, KvEntry, StateError},
+    remote::{Broker, Resources},
+};
 pub use report::{Counterexample, Event, Outcome, TraceCall, TraceEntry, Verdict, Violation};
 pub use run::Stop;
 pub use schedule::{

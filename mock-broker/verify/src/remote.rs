@@ -1,25 +1,1003 @@
-//! A check against a broker by URL (being built: see issue 42, part 3).
+//! A check against a broker by URL: this project's standalone broker, Queen 2 or Queen
+//! v0, started by CI or by a test, shared by every schedule of the check.
+//!
+//! Each schedule's run resets what the worker touches ([`Resources`], always with the
+//! inputs' queues and the check's group), gives the inputs' queues a short lease,
+//! writes the initial state, pushes the inputs, and runs the worker's replicas against
+//! an in-process fault proxy (`remote/proxy.rs`) in front of the broker. The verifier's
+//! own client talks to the broker directly: its calls are neither faulted nor counted.
+//! Once every input is acknowledged, the invariants are evaluated on a blocking thread
+//! whose [`State`] reads through the broker's public API.
+//!
+//! What cannot be done from outside the broker is not done: a lease expiry (the
+//! broker's clock jumped) and a broker restart are not drawn, and skipped in a schedule
+//! that names them; a run waits for a lapsed lease in real time instead of moving a
+//! clock, which is why leases are short.
 
-use std::sync::Arc;
+mod proxy;
 
-use crate::run::{RunOutcome, RunSpec};
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hyper::Method;
+use queen_mock_broker::clock::parse_iso;
+use queen_mock_broker::harness::{InspectedMessage, InspectedTimer, Inspector};
+use queen_sdk::{Client, DlqQuery, MessageQuery, PushItem, QUEUE_MODE, QueueOptions};
+use serde_json::{Value, json};
+use tokio::runtime::Handle;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::check::WorkerCheck;
+use crate::invariant::{
+    Backend, GroupCursor, InProcessOnly, Invariant, KvEntry, State, StateError,
+};
+use crate::report::{Event, SETUP_FAILED, Violation};
+use crate::run::{
+    REPLICA_AGENT, RunOutcome, RunSpec, SETUP_AGENT, SetupStep, Stop, harness_failure, prepare,
+    setup_failure,
+};
 use crate::schedule::Schedule;
+use proxy::{Action, Control, IN_PROCESS_ONLY, Proxy, Upstream};
 
-/// Where a remote check's broker is.
+/// The lease a remote check gives the worker's batches by default.
+const DEFAULT_LEASE: Duration = Duration::from_secs(2);
+
+/// What a check resets on a shared broker before each schedule, so that every schedule
+/// starts from the same state: the queues, KV namespaces, timers and consumer groups
+/// your worker (and its setup) writes. The inputs' queues and the check's group are
+/// always reset; list the rest.
+///
+/// A reset deletes each queue (`DELETE /api/v1/resources/queues/{queue}`: its messages,
+/// cursors, leases and dead letters), each KV row of each namespace, each pending timer
+/// of each timer queue, and each group's cursors (`DELETE
+/// /api/v1/consumer-groups/{group}`). Point a check at a broker (or a tenant) of its
+/// own: whatever is there under those names is gone.
+///
+/// An invariant that reads a queue, namespace or timer queue not reset would read the
+/// previous schedule's state as this one's: such a check fails before its first
+/// worker starts, as a setup failure that names what to add.
+///
+/// ```
+/// use queen_verify::Resources;
+/// let resets = Resources::new()
+///     .queues(["receipts"])
+///     .kv_namespaces(["stock", "reserved"])
+///     .timer_queues(["reminders"])
+///     .groups(["audit"]);
+/// # let _ = resets;
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resources {
+    queues: Vec<String>,
+    kv_namespaces: Vec<String>,
+    timer_queues: Vec<String>,
+    groups: Vec<String>,
+}
+
+fn names<S: Into<String>>(into: &mut Vec<String>, more: impl IntoIterator<Item = S>) {
+    into.extend(more.into_iter().map(Into::into));
+}
+
+impl Resources {
+    /// Only the inputs' queues and the check's group (always reset).
+    ///
+    /// ```
+    /// let inputs_only = queen_verify::Resources::new();
+    /// assert_eq!(inputs_only, queen_verify::Resources::default());
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Also deletes these queues (the ones your worker pushes to).
+    ///
+    /// ```
+    /// let r = queen_verify::Resources::new().queues(["receipts", "refunds"]);
+    /// # let _ = r;
+    /// ```
+    pub fn queues<S: Into<String>>(mut self, queues: impl IntoIterator<Item = S>) -> Self {
+        names(&mut self.queues, queues);
+        self
+    }
+
+    /// Also deletes every row of these KV namespaces (`queen-locks` holds the locks).
+    ///
+    /// ```
+    /// let r = queen_verify::Resources::new().kv_namespaces(["stock"]);
+    /// # let _ = r;
+    /// ```
+    pub fn kv_namespaces<S: Into<String>>(mut self, ns: impl IntoIterator<Item = S>) -> Self {
+        names(&mut self.kv_namespaces, ns);
+        self
+    }
+
+    /// Also cancels every pending timer of these queues.
+    ///
+    /// ```
+    /// let r = queen_verify::Resources::new().timer_queues(["reminders"]);
+    /// # let _ = r;
+    /// ```
+    pub fn timer_queues<S: Into<String>>(mut self, queues: impl IntoIterator<Item = S>) -> Self {
+        names(&mut self.timer_queues, queues);
+        self
+    }
+
+    /// Also deletes these consumer groups' cursors, on every queue.
+    ///
+    /// ```
+    /// let r = queen_verify::Resources::new().groups(["audit"]);
+    /// # let _ = r;
+    /// ```
+    pub fn groups<S: Into<String>>(mut self, groups: impl IntoIterator<Item = S>) -> Self {
+        names(&mut self.groups, groups);
+        self
+    }
+}
+
+/// A broker by URL for [`WorkerCheck::against`], with what to reset on it between
+/// schedules (a required argument: a shared broker keeps every schedule's state).
+///
+/// ```
+/// use std::time::Duration;
+/// use queen_verify::{Broker, Resources};
+/// let broker = Broker::url("http://127.0.0.1:6632", Resources::new().queues(["receipts"]))
+///     .token("a-token")
+///     .lease(Duration::from_secs(3));
+/// assert_eq!(broker.base_url(), "http://127.0.0.1:6632");
+/// ```
+///
+/// Without the resources it does not build:
+///
+/// ```compile_fail
+/// let broker = queen_verify::Broker::url("http://127.0.0.1:6632");
+/// ```
+#[derive(Debug, Clone)]
+pub struct Broker {
+    url: String,
+    token: Option<String>,
+    resets: Resources,
+    lease: Duration,
+}
+
+impl Broker {
+    /// The broker at `url` (plain `http://`, as the fault proxy forwards plain HTTP),
+    /// resetting `resets` (and always the inputs' queues and the check's group) before
+    /// each schedule.
+    ///
+    /// ```
+    /// use queen_verify::{Broker, Resources};
+    /// let url = std::env::var("QUEEN_URL").unwrap_or_else(|_| "http://127.0.0.1:6632".into());
+    /// let broker = Broker::url(url, Resources::new().queues(["receipts"]));
+    /// # let _ = broker;
+    /// ```
+    pub fn url(url: impl Into<String>, resets: Resources) -> Self {
+        Broker {
+            url: url.into(),
+            token: None,
+            resets,
+            lease: DEFAULT_LEASE,
+        }
+    }
+
+    /// Sends this bearer token, from the verifier's own client and from the worker's
+    /// replicas (it also names the tenant every call acts as).
+    ///
+    /// ```
+    /// use queen_verify::{Broker, Resources};
+    /// let broker = Broker::url("http://127.0.0.1:6632", Resources::new()).token("t0ken");
+    /// # let _ = broker;
+    /// ```
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// The lease the worker's batches are held under (default 2 s, at least 1 s). A
+    /// lapsed lease is waited for in real time: what a lost answer or a restarted
+    /// replica leaves comes back after it. The inputs' queues are configured with it
+    /// (`leaseTime`), and the proxy caps each pop's `leaseSeconds` and each lease
+    /// extension's `seconds` at it, since the SDK's worker asks for its own (60 s by
+    /// default). A step that takes longer than this loses its lease: a correct worker
+    /// still passes, more slowly.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queen_verify::{Broker, Resources};
+    /// let broker = Broker::url("http://127.0.0.1:6632", Resources::new()).lease(Duration::from_secs(5));
+    /// # let _ = broker;
+    /// ```
+    pub fn lease(mut self, d: Duration) -> Self {
+        self.lease = d.max(Duration::from_secs(1));
+        self
+    }
+
+    /// The broker's URL.
+    ///
+    /// ```
+    /// use queen_verify::{Broker, Resources};
+    /// assert_eq!(Broker::url("http://queen:6632", Resources::new()).base_url(), "http://queen:6632");
+    /// ```
+    pub fn base_url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl WorkerCheck {
+    /// Runs every schedule against `broker` by URL instead of on a fresh in-process
+    /// broker: the replicas' clients point at a fault proxy the check starts on a local
+    /// ephemeral port, which forwards to the broker and does the schedule's faults;
+    /// the invariants read the broker's state through its public API.
+    ///
+    /// The faults a proxy cannot make are left out of the fault plan (a lease expiry
+    /// needs the broker's clock, a broker restart its process) and skipped in a
+    /// schedule that names them; the check prints that once. Before each schedule the
+    /// broker is reset ([`Resources`]) and the inputs' queues get the short lease of
+    /// [`Broker::lease`]. Invariants that call [`State::inspect`] cannot run against a
+    /// URL: use [`State::messages`], [`State::cursor`], [`State::kv_row`],
+    /// [`State::timers`] and [`State::dead_letters`].
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use queen_sdk::StartAt;
+    /// use queen_verify::{Broker, Input, Invariant, Resources, WorkerCheck};
+    /// use serde_json::json;
+    ///
+    /// let url = std::env::var("QUEEN_URL").unwrap_or_else(|_| "http://127.0.0.1:6632".into());
+    /// let verdict = WorkerCheck::new(|client, stop| async move {
+    ///     client
+    ///         .worker::<serde_json::Value>("orders")
+    ///         .group("billing", StartAt::Beginning)
+    ///         .run(|order, step| async move {
+    ///             Ok::<_, String>(step.push("receipts", |p| p.payload(&order.data)))
+    ///         }, stop)
+    ///         .await
+    /// })
+    /// .group("billing")
+    /// .inputs((1..=3).map(|n| Input::new("orders", &json!({"orderId": n}))))
+    /// .invariant(Invariant::inputs_acked())
+    /// .invariant(Invariant::pushed_once("receipts", "orderId", (1..=3).map(|n| ("Default", n.to_string()))))
+    /// .against(Broker::url(url, Resources::new().queues(["receipts"])))
+    /// .schedules_from_env(8)
+    /// .run()
+    /// .await;
+    /// assert!(verdict.passed(), "{verdict}");
+    /// # }
+    /// ```
+    pub fn against(mut self, broker: Broker) -> Self {
+        for (kind, _) in IN_PROCESS_ONLY {
+            self.plan = self.plan.without(kind);
+        }
+        self.remote = Some(Arc::new(Remote {
+            url: broker.url.clone(),
+            broker,
+            told: AtomicBool::new(false),
+        }));
+        self
+    }
+}
+
+/// Where a remote check's broker is, shared by every schedule (and clone) of a check.
 #[derive(Debug)]
 pub(crate) struct Remote {
     /// The broker's base URL.
     pub url: String,
+    broker: Broker,
+    /// Whether the skipped fault kinds were printed (once per check).
+    told: AtomicBool,
+}
+
+/// What one run resets: the check's resources with the inputs' queues and its group.
+struct Resets {
+    queues: BTreeSet<String>,
+    kv_namespaces: BTreeSet<String>,
+    timer_queues: BTreeSet<String>,
+    groups: BTreeSet<String>,
+}
+
+impl Resets {
+    fn of(spec: &RunSpec, r: &Resources) -> Resets {
+        let mut queues: BTreeSet<String> = r.queues.iter().cloned().collect();
+        queues.extend(spec.inputs.iter().map(|i| i.queue.clone()));
+        let mut groups: BTreeSet<String> = r.groups.iter().cloned().collect();
+        groups.insert(spec.group.clone());
+        // The competing consumers' cursors go with their queues; the group itself is
+        // the broker's, not ours to delete.
+        groups.remove(QUEUE_MODE);
+        Resets {
+            queues,
+            kv_namespaces: r.kv_namespaces.iter().cloned().collect(),
+            timer_queues: r.timer_queues.iter().cloned().collect(),
+            groups,
+        }
+    }
+}
+
+impl Remote {
+    fn client(&self, agent: &str, url: &str, spec: &RunSpec) -> Result<Client, String> {
+        let mut b = Client::builder()
+            .url(url)
+            .user_agent(agent)
+            .retry(spec.retry.clone());
+        if let Some(t) = &self.broker.token {
+            b = b.token(t.clone());
+        }
+        b.build().map_err(|e| format!("a client for {url}: {e}"))
+    }
+
+    /// Prints, once per check, which fault kinds a remote run leaves out.
+    fn tell_skipped(&self) {
+        if !self.told.swap(true, Ordering::SeqCst) {
+            let kinds: Vec<&str> = IN_PROCESS_ONLY.iter().map(|(_, why)| *why).collect();
+            eprintln!(
+                "queen-verify: against {}: skipped against a URL: {}",
+                self.url,
+                kinds.join(", ")
+            );
+        }
+    }
+}
+
+/// One running copy of the worker, its client pointed at the proxy.
+struct Replica {
+    index: usize,
+    handle: JoinHandle<Result<(), String>>,
+    stop: Option<oneshot::Sender<()>>,
+    reported: bool,
+}
+
+impl Replica {
+    fn start(spec: &RunSpec, client: Client, index: usize) -> Replica {
+        let (tx, rx) = oneshot::channel();
+        let handle = tokio::spawn((spec.worker)(client, Stop { rx }));
+        Replica {
+            index,
+            handle,
+            stop: Some(tx),
+            reported: false,
+        }
+    }
+}
+
+/// Empties the broker of what the check resets.
+async fn reset(resets: &Resets, admin: &Client, upstream: &Upstream) -> Result<(), String> {
+    // Timers first: one firing into a queue just deleted would create it again.
+    for q in &resets.timer_queues {
+        let timers = admin.timers();
+        loop {
+            let page = timers
+                .list(q, None, 1000)
+                .await
+                .map_err(|e| format!("listing the timers of {q}: {e}"))?;
+            if page.rows.is_empty() {
+                break;
+            }
+            for t in &page.rows {
+                timers
+                    .cancel(q, &t.timer_key)
+                    .await
+                    .map_err(|e| format!("cancelling the timer {q}/{}: {e}", t.timer_key))?;
+            }
+        }
+    }
+    for q in &resets.queues {
+        admin
+            .delete_queue(q)
+            .await
+            .map_err(|e| format!("deleting the queue {q}: {e}"))?;
+    }
+    for g in &resets.groups {
+        match admin.delete_group(g).await {
+            Ok(_) => {}
+            // A group that never read anything is not there to delete.
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(format!("deleting the consumer group {g}: {e}")),
+        }
+    }
+    for ns in &resets.kv_namespaces {
+        clear_namespace(ns, upstream).await?;
+    }
+    Ok(())
+}
+
+/// Deletes every row of a KV namespace: the SDK has no prefix read, so a `getPrefix`
+/// with an empty prefix and then `delete`s, as plain HTTP.
+async fn clear_namespace(ns: &str, upstream: &Upstream) -> Result<(), String> {
+    loop {
+        let read = json!({"operations": [
+            {"op": "getPrefix", "ns": ns, "prefix": "", "keysOnly": true, "limit": 1000}
+        ]});
+        let answer = upstream
+            .json(Method::POST, "/api/v1/kv", Some(&read))
+            .await
+            .map_err(|e| format!("listing the KV rows of {ns}: {e}"))?;
+        let keys: Vec<String> = answer["results"][0]["rows"]
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .filter_map(|r| r["key"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        // At most 256 operations a call.
+        for chunk in keys.chunks(256) {
+            let ops: Vec<Value> = chunk
+                .iter()
+                .map(|k| json!({"op": "delete", "ns": ns, "key": k}))
+                .collect();
+            upstream
+                .json(
+                    Method::POST,
+                    "/api/v1/kv",
+                    Some(&json!({"operations": ops})),
+                )
+                .await
+                .map_err(|e| format!("deleting the KV rows of {ns}: {e}"))?;
+        }
+    }
+}
+
+/// Whether the worker's group has acknowledged every input, read from the group's
+/// detail; a failed read is "not yet".
+async fn all_acked(admin: &Client, spec: &RunSpec) -> bool {
+    let mut per: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for i in &spec.inputs {
+        *per.entry((&i.queue, &i.partition)).or_default() += 1;
+    }
+    if per.is_empty() {
+        return true;
+    }
+    let Ok(detail) = admin.consumer_group(&spec.group).await else {
+        return false;
+    };
+    per.into_iter().all(|((q, p), n)| {
+        detail
+            .partitions(q)
+            .iter()
+            .any(|x| x.partition == p && x.cursor.is_some_and(|c| c >= n))
+    })
+}
+
+/// Reads a broker's state through its public API, from sync invariant code: each read
+/// blocks this (blocking-pool) thread on the run's runtime.
+struct RemoteReader {
+    handle: Handle,
+    client: Client,
+    resets: Resets,
+    /// What an invariant read that the check does not reset (see [`Resources`]).
+    unreset: Mutex<BTreeSet<String>>,
+}
+
+impl RemoteReader {
+    fn note(&self, reset: bool, what: String) {
+        if !reset {
+            self.unreset
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(what);
+        }
+    }
+
+    fn take_unreset(&self) -> BTreeSet<String> {
+        std::mem::take(&mut *self.unreset.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+fn api(what: &str) -> impl FnOnce(queen_sdk::Error) -> StateError + '_ {
+    move |source| StateError::Api {
+        what: what.to_string(),
+        source,
+    }
+}
+
+impl Backend for RemoteReader {
+    fn inspector(&self) -> Option<Inspector<'_>> {
+        None
+    }
+
+    fn messages(&self, queue: &str, partition: &str) -> Result<Vec<InspectedMessage>, StateError> {
+        self.note(
+            self.resets.queues.contains(queue),
+            format!("queue {queue:?} (add it with Resources::queues)"),
+        );
+        let what = format!("the messages of {queue}/{partition}");
+        self.handle.block_on(async {
+            const PAGE: u32 = 1000;
+            let mut rows = Vec::new();
+            loop {
+                let page = self
+                    .client
+                    .messages(
+                        MessageQuery::queue(queue)
+                            .partition(partition)
+                            .limit(PAGE)
+                            .offset(rows.len() as u64),
+                    )
+                    .await
+                    .map_err(api(&what))?;
+                let n = page.messages.len();
+                rows.extend(page.messages);
+                if n < PAGE as usize {
+                    break;
+                }
+            }
+            // The listing has no payloads: each message's detail has it.
+            let mut out = Vec::with_capacity(rows.len());
+            for r in rows.into_iter().filter(|r| r.partition == partition) {
+                let (Some(pid), Some(txn)) =
+                    (r.partition_id.as_deref(), r.transaction_id.as_deref())
+                else {
+                    return Err(StateError::Unreadable {
+                        what,
+                        why: format!(
+                            "the listing gives message {} no partitionId or transactionId",
+                            r.id
+                        ),
+                    });
+                };
+                let d = self
+                    .client
+                    .message::<Value>(pid, txn)
+                    .await
+                    .map_err(api(&what))?;
+                let Some(offset) = d.offset.or(r.offset) else {
+                    return Err(StateError::Unreadable {
+                        what,
+                        why: format!("the broker gives message {} no offset", d.id),
+                    });
+                };
+                out.push(InspectedMessage {
+                    offset,
+                    id: d.id,
+                    transaction_id: d.transaction_id,
+                    data: d.data,
+                    trace_id: d.trace_id,
+                    created_at: d.created_at.as_deref().and_then(parse_iso).unwrap_or(0),
+                });
+            }
+            out.sort_by_key(|m| m.offset);
+            Ok(out)
+        })
+    }
+
+    fn cursor(
+        &self,
+        queue: &str,
+        partition: &str,
+        group: &str,
+    ) -> Result<Option<GroupCursor>, StateError> {
+        self.note(
+            self.resets.queues.contains(queue),
+            format!("queue {queue:?} (add it with Resources::queues)"),
+        );
+        let what = format!("group {group}'s cursor on {queue}/{partition}");
+        let detail = self
+            .handle
+            .block_on(self.client.consumer_group(group))
+            .map_err(api(&what))?;
+        Ok(detail
+            .partitions(queue)
+            .iter()
+            .find(|p| p.partition == partition)
+            .map(|p| GroupCursor {
+                next_offset: p.cursor.unwrap_or(0),
+                lease_held: p.lease_active,
+                lease_id: None,
+            }))
+    }
+
+    fn kv_row(&self, ns: &str, key: &str) -> Result<Option<KvEntry>, StateError> {
+        self.note(
+            self.resets.kv_namespaces.contains(ns),
+            format!("KV namespace {ns:?} (add it with Resources::kv_namespaces)"),
+        );
+        let what = format!("the KV row {ns}/{key}");
+        let row = self
+            .handle
+            .block_on(self.client.kv().get::<Value>(ns, key))
+            .map_err(api(&what))?;
+        Ok(row.map(|r| KvEntry {
+            value: r.value,
+            version: r.version,
+            expires_at: r.expires_at.as_deref().and_then(parse_iso),
+        }))
+    }
+
+    fn timers(&self, queue: &str) -> Result<Vec<InspectedTimer>, StateError> {
+        self.note(
+            self.resets.timer_queues.contains(queue),
+            format!("the timers of {queue:?} (add it with Resources::timer_queues)"),
+        );
+        let what = format!("the timers of {queue}");
+        self.handle.block_on(async {
+            let timers = self.client.timers();
+            let mut out = Vec::new();
+            let mut after: Option<String> = None;
+            loop {
+                let page = timers
+                    .list(queue, after.as_deref(), 1000)
+                    .await
+                    .map_err(api(&what))?;
+                out.extend(page.rows.into_iter().map(|t| InspectedTimer {
+                    key: t.timer_key,
+                    txn: t.txn.unwrap_or_default(),
+                    message_id: t.message_id.unwrap_or_default(),
+                    deliver_at: parse_iso(&t.deliver_at).unwrap_or(0),
+                }));
+                match page.next_after {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn now_micros(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64)
+    }
+}
+
+/// Evaluates the invariants in order; the first that breaks, or that cannot run
+/// against a URL, is the violation.
+fn evaluate(invariants: &[Invariant], state: &State<'_>, url: &str) -> Option<Violation> {
+    for inv in invariants {
+        match catch_unwind(AssertUnwindSafe(|| inv.check(state))) {
+            Ok(Ok(())) => {}
+            Ok(Err(detail)) => {
+                return Some(Violation {
+                    invariant: inv.name().to_string(),
+                    detail,
+                });
+            }
+            Err(p) if p.is::<InProcessOnly>() => return Some(needs_inspect(inv, url)),
+            Err(p) => {
+                let why = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".into());
+                return Some(Violation {
+                    invariant: inv.name().to_string(),
+                    detail: format!("the invariant panicked: {why}"),
+                });
+            }
+        }
+    }
+    None
+}
+
+/// The run could not be carried out: an invariant reads an in-process broker's storage.
+/// Reported as a setup failure, so that it is reported at once and not shrunk (every
+/// schedule would fail the same way).
+fn needs_inspect(inv: &Invariant, url: &str) -> Violation {
+    Violation {
+        invariant: SETUP_FAILED.into(),
+        detail: format!(
+            "could not run invariant {:?} against {url}: it calls State::inspect(), which \
+             reads an in-process broker's storage; against a broker URL read with \
+             State::messages, State::cursor, State::kv_row, State::timers and \
+             State::dead_letters",
+            inv.name()
+        ),
+    }
+}
+
+/// Before the worker starts, each invariant once over the fresh state (its verdict
+/// does not matter): one that needs an in-process broker, or reads what the check does
+/// not reset, makes the run one that cannot be carried out.
+fn probe(
+    invariants: &[Invariant],
+    reader: &RemoteReader,
+    spec: &RunSpec,
+    url: &str,
+) -> Option<Violation> {
+    let state = State {
+        broker: reader,
+        inputs: &spec.inputs,
+        group: &spec.group,
+        dead: &[],
+    };
+    for inv in invariants {
+        match catch_unwind(AssertUnwindSafe(|| inv.check(&state))) {
+            Err(p) if p.is::<InProcessOnly>() => return Some(needs_inspect(inv, url)),
+            // Its verdict on the state before the run, or a panic over it, says nothing.
+            _ => {}
+        }
+        let unreset = reader.take_unreset();
+        if !unreset.is_empty() {
+            return Some(Violation {
+                invariant: SETUP_FAILED.into(),
+                detail: format!(
+                    "invariant {:?} reads {}, which the check does not reset between \
+                     schedules against {url}: each schedule would read the one before's \
+                     state as its own",
+                    inv.name(),
+                    unreset.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+    }
+    None
 }
 
 /// Runs one schedule against `remote`'s broker through a fault proxy.
 pub(crate) async fn run_remote(
-    _spec: Arc<RunSpec>,
-    _schedule: Schedule,
+    spec: Arc<RunSpec>,
+    schedule: Schedule,
     remote: Arc<Remote>,
 ) -> RunOutcome {
-    crate::run::harness_failure(format!(
-        "checks against a broker URL ({}) are not built yet",
-        remote.url
-    ))
+    remote.tell_skipped();
+    let url = remote.url.as_str();
+    let admin = match remote.client(SETUP_AGENT, url, &spec) {
+        Ok(c) => c,
+        Err(e) => return setup_failure(e),
+    };
+    let upstream = match Upstream::new(url, remote.broker.token.clone()) {
+        Ok(u) => u,
+        Err(e) => return setup_failure(e),
+    };
+    let resets = Resets::of(&spec, &remote.broker.resets);
+    if let Err(e) = reset(&resets, &admin, &upstream).await {
+        return setup_failure(format!("resetting the broker at {url} before the run: {e}"));
+    }
+    // Short leases: a lapsed one is waited for in real time.
+    let input_queues: BTreeSet<&str> = spec.inputs.iter().map(|i| i.queue.as_str()).collect();
+    for q in &input_queues {
+        let options = QueueOptions::new().lease_time(remote.broker.lease);
+        if let Err(e) = admin.configure(q, options).await {
+            return setup_failure(format!("configuring the queue {q} at {url}: {e}"));
+        }
+    }
+    let prepared = Instant::now();
+    if let Err(e) = prepare(&spec, &admin).await {
+        return setup_failure(e);
+    }
+    let prepare_took = prepared.elapsed();
+    if !spec.inputs.is_empty() {
+        let items = spec
+            .inputs
+            .iter()
+            .map(|i| {
+                PushItem::new(&i.queue, &i.payload)
+                    .partition(&i.partition)
+                    .transaction_id(&i.transaction_id)
+            })
+            .collect();
+        if let Err(e) = admin.push(items).await {
+            return setup_failure(format!("pushing the inputs to {url}: {e}"));
+        }
+    }
+    let reader = RemoteReader {
+        handle: Handle::current(),
+        client: admin.clone(),
+        resets,
+        unreset: Mutex::default(),
+    };
+    let (reader, probed) = {
+        let spec = Arc::clone(&spec);
+        let url = url.to_string();
+        match tokio::task::spawn_blocking(move || {
+            let v = probe(&spec.invariants, &reader, &spec, &url);
+            (reader, v)
+        })
+        .await
+        {
+            Ok(r) => r,
+            Err(e) => return harness_failure(format!("probing the invariants: {e}")),
+        }
+    };
+    if let Some(v) = probed {
+        return RunOutcome {
+            violation: Some(v),
+            trace: Vec::new(),
+            faults_hit: 0,
+        };
+    }
+
+    let (actions, mut requests) = mpsc::unbounded_channel();
+    let control = Control::new(schedule, remote.broker.lease, actions);
+    if !spec.setup.is_empty() {
+        let rows = spec
+            .setup
+            .iter()
+            .filter(|s| matches!(s, SetupStep::KvRow { .. }))
+            .count();
+        control.event(Event::Setup {
+            kv_rows: rows,
+            hooks: spec.setup.len() - rows,
+            took: prepare_took,
+        });
+    }
+    let proxy = match Proxy::start(upstream, Arc::clone(&control)).await {
+        Ok(p) => p,
+        Err(e) => return setup_failure(format!("starting the fault proxy: {e}")),
+    };
+    let replica_client =
+        |i: usize| remote.client(&format!("{REPLICA_AGENT}{i}"), proxy.url(), &spec);
+    let mut replicas = Vec::new();
+    for i in 0..spec.replicas.max(1) {
+        match replica_client(i) {
+            Ok(c) => replicas.push(Replica::start(&spec, c, i)),
+            Err(e) => return setup_failure(e),
+        }
+    }
+
+    let started = Instant::now();
+    let mut timed_out = false;
+    loop {
+        tokio::select! {
+            Some(Action::RestartWorker(r)) = requests.recv() => {
+                if let Some(rep) = replicas.iter_mut().find(|x| x.index == r) {
+                    rep.handle.abort();
+                    let _ = (&mut rep.handle).await;
+                    match replica_client(r) {
+                        Ok(c) => *rep = Replica::start(&spec, c, r),
+                        Err(e) => {
+                            for r in &replicas {
+                                r.handle.abort();
+                            }
+                            proxy.shutdown().await;
+                            return harness_failure(format!("restarting worker {r}: {e}"));
+                        }
+                    }
+                    control.event(Event::WorkerRestart { replica: r });
+                }
+            },
+            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+        for r in &mut replicas {
+            if !r.reported && r.handle.is_finished() {
+                r.reported = true;
+                let outcome = match (&mut r.handle).await {
+                    Ok(Ok(())) => "returned".to_string(),
+                    Ok(Err(e)) => format!("failed: {e}"),
+                    Err(e) => format!("panicked: {e}"),
+                };
+                control.event(Event::WorkerExit {
+                    replica: r.index,
+                    outcome,
+                });
+            }
+        }
+        if all_acked(&admin, &spec).await {
+            break;
+        }
+        if started.elapsed() > spec.run_timeout {
+            timed_out = true;
+            break;
+        }
+    }
+
+    // Stop: no more faults; each replica drains; calls still in flight finish.
+    control.disarm();
+    for r in &mut replicas {
+        if let Some(stop) = r.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+    for r in &mut replicas {
+        match tokio::time::timeout(Duration::from_secs(10), &mut r.handle).await {
+            Ok(res) if !r.reported => {
+                let outcome = match res {
+                    Ok(Ok(())) => "stopped".to_string(),
+                    Ok(Err(e)) => format!("stopped with an error: {e}"),
+                    Err(e) => format!("panicked: {e}"),
+                };
+                control.event(Event::WorkerExit {
+                    replica: r.index,
+                    outcome,
+                });
+            }
+            Ok(_) => {}
+            Err(_) => {
+                r.handle.abort();
+                control.event(Event::WorkerExit {
+                    replica: r.index,
+                    outcome: "did not stop within 10 s: cancelled".into(),
+                });
+            }
+        }
+    }
+    let settle = Instant::now();
+    while control.in_flight() > 0 && settle.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    proxy.shutdown().await;
+
+    // The invariants, over the broker's state read through its API.
+    let mut dead = Vec::new();
+    for q in &input_queues {
+        match admin
+            .dlq::<Value>(DlqQuery {
+                limit: Some(1000),
+                ..DlqQuery::queue(*q)
+            })
+            .await
+        {
+            Ok(page) => dead.extend(page.messages),
+            Err(e) => {
+                return harness_failure(format!("reading the dead letters of {q} at {url}: {e}"));
+            }
+        }
+    }
+    let evaluated = {
+        let spec = Arc::clone(&spec);
+        let url = url.to_string();
+        tokio::task::spawn_blocking(move || {
+            let state = State {
+                broker: &reader,
+                inputs: &spec.inputs,
+                group: &spec.group,
+                dead: &dead,
+            };
+            evaluate(&spec.invariants, &state, &url)
+        })
+        .await
+    };
+    let mut violation = match evaluated {
+        Ok(v) => v,
+        Err(e) => return harness_failure(format!("evaluating the invariants: {e}")),
+    };
+    if violation.is_none() && timed_out {
+        violation = Some(Violation {
+            invariant: "every input acknowledged".into(),
+            detail: format!(
+                "the worker had not acknowledged every input after {:?}",
+                spec.run_timeout
+            ),
+        });
+    }
+    let (trace, faults_hit) = control.take();
+    RunOutcome {
+        violation,
+        trace,
+        faults_hit,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::FaultKind;
+
+    #[test]
+    fn a_remote_check_draws_no_fault_only_an_in_process_broker_can_make() {
+        let check = WorkerCheck::new(|_client, stop| stop)
+            .inputs((0..4).map(|n| crate::Input::new("orders", &n)))
+            .against(Broker::url("http://127.0.0.1:1", Resources::new()));
+        let drawn = check.drawn(200);
+        let kinds: BTreeSet<FaultKind> = drawn
+            .iter()
+            .flat_map(|s| s.faults().iter().map(|f| f.fault.kind()))
+            .collect();
+        assert!(!kinds.contains(&FaultKind::LeaseExpiry), "{kinds:?}");
+        assert!(!kinds.contains(&FaultKind::BrokerRestart), "{kinds:?}");
+        assert!(kinds.contains(&FaultKind::CommitThenDrop), "{kinds:?}");
+    }
+
+    #[test]
+    fn a_reset_always_takes_the_inputs_queues_and_the_named_group() {
+        let check = WorkerCheck::new(|_client, stop| stop)
+            .group("billing")
+            .input(crate::Input::new("orders", &1));
+        let spec = check.spec();
+        let r = Resets::of(
+            &spec,
+            &Resources::new().queues(["receipts"]).groups(["audit"]),
+        );
+        assert_eq!(r.queues.iter().collect::<Vec<_>>(), ["orders", "receipts"]);
+        assert_eq!(r.groups.iter().collect::<Vec<_>>(), ["audit", "billing"]);
+        let queue_mode = WorkerCheck::new(|_client, stop| stop).spec();
+        assert!(Resets::of(&queue_mode, &Resources::new()).groups.is_empty());
+    }
 }

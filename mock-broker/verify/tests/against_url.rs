@@ -1,0 +1,202 @@
+//! A check against a broker by URL: the worker's replicas talk to the check's fault
+//! proxy, the invariants read the broker's public API. The broker is this project's,
+//! started in process on an ephemeral port and used only by its URL (its harness is
+//! off); set `QUEEN_URL` (and `QUEEN_TOKEN`) to run the same tests against a broker CI
+//! started. Each test uses queues of its own, so they can share one.
+//! `QUEEN_VERIFY_SCHEDULES` raises the schedule count.
+
+use queen_mock_broker::MockBroker;
+use queen_sdk::{Client, PushItem, StartAt};
+use queen_verify::{Broker, Input, Invariant, Resources, Route, Schedule, Stop, WorkerCheck};
+use serde_json::{Value, json};
+
+/// The broker to check against: `QUEEN_URL`, or one of this project's started here
+/// (kept alive by the returned handle).
+async fn broker() -> (Option<MockBroker>, String) {
+    if let Ok(url) = std::env::var("QUEEN_URL") {
+        return (None, url);
+    }
+    let b = MockBroker::builder()
+        .harness(false)
+        .start()
+        .await
+        .expect("a broker on an ephemeral port");
+    let url = b.url();
+    (Some(b), url)
+}
+
+fn target(url: &str, resets: Resources) -> Broker {
+    let b = Broker::url(url, resets);
+    match std::env::var("QUEEN_TOKEN") {
+        Ok(t) => b.token(t),
+        Err(_) => b,
+    }
+}
+
+/// Acks each order and pushes its receipt in one step (`receipts` in
+/// prove_your_worker.rs), on queues named for the test.
+fn receipts(orders: &'static str, out: &'static str) -> WorkerCheck {
+    WorkerCheck::new(move |client: Client, stop: Stop| async move {
+        client
+            .worker::<Value>(orders)
+            .group("billing", StartAt::Beginning)
+            .run(
+                move |msg, step| {
+                    let step = step.push(out, |p| p.payload(&msg.data));
+                    async move { Ok::<_, String>(step) }
+                },
+                stop,
+            )
+            .await
+    })
+}
+
+/// Pushes each receipt in a call of its own, under a random id, then acks: not atomic
+/// (`receipts_apart` in prove_your_worker.rs).
+fn receipts_apart(orders: &'static str, out: &'static str) -> WorkerCheck {
+    WorkerCheck::new(move |client: Client, stop: Stop| async move {
+        let steps = client.clone();
+        client
+            .worker::<Value>(orders)
+            .group("billing", StartAt::Beginning)
+            .run(
+                move |msg, step| {
+                    let client = steps.clone();
+                    async move {
+                        let receipt = PushItem::new(out, &msg.data)
+                            .transaction_id(uuid::Uuid::new_v4().to_string());
+                        client.push(vec![receipt]).await?;
+                        Ok::<_, queen_sdk::Error>(step)
+                    }
+                },
+                stop,
+            )
+            .await
+    })
+}
+
+fn orders(check: WorkerCheck, orders: &str, out: &str) -> WorkerCheck {
+    check
+        .group("billing")
+        .inputs((1..=4).map(|n| Input::new(orders, &json!({"orderId": n}))))
+        .invariant(Invariant::inputs_acked())
+        .invariant(Invariant::pushed_once(
+            out,
+            "orderId",
+            (1..=4).map(|n| ("Default", n.to_string())),
+        ))
+        .invariant(Invariant::no_dead_letters())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_correct_worker_is_proven_by_url_under_proxy_faults() {
+    let (_broker, url) = broker().await;
+    let check = orders(receipts("orders-a", "receipts-a"), "orders-a", "receipts-a")
+        .seed(7)
+        .schedules_from_env(6)
+        .against(target(&url, Resources::new().queues(["receipts-a"])));
+    // The drawn schedules fault calls every run makes (each of the 4 orders takes a
+    // transaction at least, and the first pop is always made): the proxy must have done
+    // some of them.
+    let made = check.drawn(6).iter().any(|s| {
+        s.faults().iter().any(|f| match f.route {
+            Route::Transaction => f.nth <= 4,
+            Route::Pop => f.nth == 1,
+            _ => false,
+        })
+    });
+    assert!(
+        made,
+        "seed 7 faults a call every run makes: {:?}",
+        check.drawn(6)
+    );
+    let verdict = check.run().await;
+    assert!(verdict.passed(), "{verdict}");
+    assert!(verdict.faults_hit > 0, "{verdict}");
+    assert!(verdict.schedules >= 6, "{verdict}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_pushes_apart_from_its_ack_is_caught_by_url() {
+    let (_broker, url) = broker().await;
+    // The second receipt's push applies, its answer is lost and the replica restarted:
+    // the order comes back once its lease lapses, and a second receipt is pushed.
+    let schedule: Schedule = "push#2:worker-restart".parse().unwrap();
+    let broken = orders(
+        receipts_apart("orders-b", "receipts-b"),
+        "orders-b",
+        "receipts-b",
+    )
+    .replicas(1)
+    .against(target(&url, Resources::new().queues(["receipts-b"])));
+    let verdict = broken.replay(schedule.clone()).await;
+    let c = verdict.counterexample.expect("the second receipt is found");
+    assert_eq!(
+        c.violation.invariant,
+        "receipts-b: each expected orderId pushed exactly once"
+    );
+    assert!(c.violation.detail.contains("pushed 2 times"), "{c}");
+    assert_eq!(verdict.faults_hit, 1, "{c}");
+    assert!(c.to_string().contains("push#2:worker-restart"), "{c}");
+
+    // The atomic worker rides out the same schedule, against the same broker (reset
+    // between the runs).
+    let good = orders(receipts("orders-b", "receipts-b"), "orders-b", "receipts-b")
+        .replicas(1)
+        .against(target(&url, Resources::new().queues(["receipts-b"])));
+    let verdict = good
+        .replay("transaction#2:worker-restart".parse().unwrap())
+        .await;
+    assert!(verdict.passed(), "{verdict}");
+    assert_eq!(verdict.faults_hit, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invariant_that_inspects_storage_could_not_run_by_url() {
+    let (_broker, url) = broker().await;
+    let storage = Invariant::new("receipts in storage", |s| {
+        let n = s
+            .inspect()
+            .messages("receipts-c", "Default")
+            .map_err(|e| e.to_string())?
+            .len();
+        if n == 4 {
+            Ok(())
+        } else {
+            Err(format!("{n} receipts"))
+        }
+    });
+    let check = orders(receipts("orders-c", "receipts-c"), "orders-c", "receipts-c")
+        .invariant(storage)
+        .schedules(3)
+        .against(target(&url, Resources::new().queues(["receipts-c"])));
+    let verdict = check.run().await;
+    let c = verdict.counterexample.expect("could not run");
+    assert!(c.violation.is_setup_failure(), "{c}");
+    assert!(
+        c.violation.detail.contains("\"receipts in storage\""),
+        "{c}"
+    );
+    assert!(c.violation.detail.contains("State::inspect()"), "{c}");
+    assert_eq!(
+        (verdict.schedules, c.shrink_runs),
+        (1, 0),
+        "reported at once: {c}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invariant_reading_a_queue_the_check_does_not_reset_could_not_run() {
+    let (_broker, url) = broker().await;
+    let check = orders(receipts("orders-d", "receipts-d"), "orders-d", "receipts-d")
+        .against(target(&url, Resources::new()));
+    let verdict = check.replay(Schedule::new()).await;
+    let c = verdict.counterexample.expect("could not run");
+    assert!(c.violation.is_setup_failure(), "{c}");
+    assert!(
+        c.violation
+            .detail
+            .contains("reads queue \"receipts-d\" (add it with Resources::queues)"),
+        "{c}"
+    );
+}
