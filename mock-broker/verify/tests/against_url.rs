@@ -5,9 +5,13 @@
 //! started. Each test uses queues of its own, so they can share one.
 //! `QUEEN_VERIFY_SCHEDULES` raises the schedule count.
 
+use std::time::Duration;
+
 use queen_mock_broker::MockBroker;
-use queen_sdk::{Client, PushItem, StartAt};
-use queen_verify::{Broker, Input, Invariant, Resources, Route, Schedule, Stop, WorkerCheck};
+use queen_sdk::{Client, PushItem, StartAt, Ttl};
+use queen_verify::{
+    Broker, FaultKind, FaultPlan, Input, Invariant, Resources, Route, Schedule, Stop, WorkerCheck,
+};
 use serde_json::{Value, json};
 
 /// The broker to check against: `QUEEN_URL`, or one of this project's started here
@@ -199,4 +203,53 @@ async fn an_invariant_reading_a_queue_the_check_does_not_reset_could_not_run() {
             .contains("reads queue \"receipts-d\" (add it with Resources::queues)"),
         "{c}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_schedule_starts_from_a_reset_broker() {
+    let (_broker, url) = broker().await;
+    // Each order adds one to a tally and sets a reminder: had the namespace and the
+    // timers not been reset, the second schedule would find 6 of each.
+    let check = WorkerCheck::new(|client: Client, stop: Stop| async move {
+        client
+            .worker::<Value>("orders-e")
+            .group("tally", StartAt::Beginning)
+            .run(
+                move |msg, step| {
+                    let key = msg.transaction_id.clone();
+                    let step = step
+                        .kv(|k| k.incr("tally-e", "count", 1, Ttl::Forever))
+                        .timer("reminders-e", &key, |t| {
+                            t.after(Duration::from_secs(3600)).payload(&key)
+                        });
+                    async move { Ok::<_, String>(step) }
+                },
+                stop,
+            )
+            .await
+    })
+    .group("tally")
+    .inputs((1..=3).map(|n| Input::new("orders-e", &json!({"orderId": n}))))
+    .invariant(Invariant::inputs_acked())
+    .invariant(Invariant::kv_equals("tally-e", "count", json!(3)))
+    .invariant(Invariant::new("a reminder per order", |s| {
+        let n = s.timers("reminders-e").map_err(|e| e.to_string())?.len();
+        if n == 3 {
+            Ok(())
+        } else {
+            Err(format!("{n} reminders"))
+        }
+    }))
+    // Delays only: an ungated incr applied twice is another test's business.
+    .faults(FaultPlan::only([FaultKind::Delay]))
+    .schedules(3)
+    .against(target(
+        &url,
+        Resources::new()
+            .kv_namespaces(["tally-e"])
+            .timer_queues(["reminders-e"]),
+    ));
+    let verdict = check.run().await;
+    assert!(verdict.passed(), "{verdict}");
+    assert_eq!(verdict.schedules, 3);
 }
