@@ -9,39 +9,41 @@
 //! Once every input is acknowledged, the invariants are evaluated on a blocking thread
 //! whose [`State`] reads through the broker's public API.
 //!
+//! Files: `remote/proxy.rs` the fault proxy, `remote/reset.rs` the reset between
+//! schedules, `remote/reader.rs` the [`State`] backend by URL and the invariants'
+//! evaluation.
+//!
 //! What cannot be done from outside the broker is not done: a lease expiry (the
 //! broker's clock jumped) and a broker restart are not drawn, and skipped in a schedule
 //! that names them; a run waits for a lapsed lease in real time instead of moving a
 //! clock, which is why leases are short.
 
 mod proxy;
+mod reader;
+mod reset;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use hyper::Method;
-use queen_mock_broker::clock::parse_iso;
-use queen_mock_broker::harness::{InspectedMessage, InspectedTimer, Inspector};
-use queen_sdk::{Client, DlqQuery, MessageQuery, PushItem, QUEUE_MODE, QueueOptions};
-use serde_json::{Value, json};
+use queen_sdk::{Client, DlqQuery, PushItem, QueueOptions};
+use serde_json::Value;
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::check::WorkerCheck;
-use crate::invariant::{
-    Backend, GroupCursor, InProcessOnly, Invariant, KvEntry, State, StateError,
-};
-use crate::report::{Event, SETUP_FAILED, Violation};
+use crate::invariant::State;
+use crate::report::{Event, Violation};
 use crate::run::{
     REPLICA_AGENT, RunOutcome, RunSpec, SETUP_AGENT, SetupStep, Stop, harness_failure, prepare,
     setup_failure,
 };
 use crate::schedule::Schedule;
 use proxy::{Action, Control, IN_PROCESS_ONLY, Proxy, Upstream};
+use reader::{RemoteReader, evaluate, probe};
+use reset::{Resets, reset};
 
 /// The lease a remote check gives the worker's batches by default.
 const DEFAULT_LEASE: Duration = Duration::from_secs(2);
@@ -236,9 +238,14 @@ impl WorkerCheck {
     /// needs the broker's clock, a broker restart its process) and skipped in a
     /// schedule that names them; the check prints that once. Before each schedule the
     /// broker is reset ([`Resources`]) and the inputs' queues get the short lease of
-    /// [`Broker::lease`]. Invariants that call [`State::inspect`] cannot run against a
+    /// [`Broker::lease`] ([`WorkerCheck::lease`], [`WorkerCheck::idle`] and
+    /// [`WorkerCheck::lease_expiry_hold`] move an in-process broker's clock: by URL
+    /// they do nothing). Invariants that call [`State::inspect`] cannot run against a
     /// URL: use [`State::messages`], [`State::cursor`], [`State::kv_row`],
-    /// [`State::timers`] and [`State::dead_letters`].
+    /// [`State::timers`] and [`State::dead_letters`]. To find such an invariant, or one
+    /// that reads what the check does not reset, before a worker starts, each run
+    /// evaluates every invariant once over the freshly reset state and ignores its
+    /// verdict: keep invariants free of side effects.
     ///
     /// ```no_run
     /// # #[tokio::main(flavor = "current_thread")]
@@ -291,32 +298,6 @@ pub(crate) struct Remote {
     told: AtomicBool,
 }
 
-/// What one run resets: the check's resources with the inputs' queues and its group.
-struct Resets {
-    queues: BTreeSet<String>,
-    kv_namespaces: BTreeSet<String>,
-    timer_queues: BTreeSet<String>,
-    groups: BTreeSet<String>,
-}
-
-impl Resets {
-    fn of(spec: &RunSpec, r: &Resources) -> Resets {
-        let mut queues: BTreeSet<String> = r.queues.iter().cloned().collect();
-        queues.extend(spec.inputs.iter().map(|i| i.queue.clone()));
-        let mut groups: BTreeSet<String> = r.groups.iter().cloned().collect();
-        groups.insert(spec.group.clone());
-        // The competing consumers' cursors go with their queues; the group itself is
-        // the broker's, not ours to delete.
-        groups.remove(QUEUE_MODE);
-        Resets {
-            queues,
-            kv_namespaces: r.kv_namespaces.iter().cloned().collect(),
-            timer_queues: r.timer_queues.iter().cloned().collect(),
-            groups,
-        }
-    }
-}
-
 impl Remote {
     fn client(&self, agent: &str, url: &str, spec: &RunSpec) -> Result<Client, String> {
         let mut b = Client::builder()
@@ -363,87 +344,6 @@ impl Replica {
     }
 }
 
-/// Empties the broker of what the check resets.
-async fn reset(resets: &Resets, admin: &Client, upstream: &Upstream) -> Result<(), String> {
-    // Timers first: one firing into a queue just deleted would create it again.
-    for q in &resets.timer_queues {
-        let timers = admin.timers();
-        loop {
-            let page = timers
-                .list(q, None, 1000)
-                .await
-                .map_err(|e| format!("listing the timers of {q}: {e}"))?;
-            if page.rows.is_empty() {
-                break;
-            }
-            for t in &page.rows {
-                timers
-                    .cancel(q, &t.timer_key)
-                    .await
-                    .map_err(|e| format!("cancelling the timer {q}/{}: {e}", t.timer_key))?;
-            }
-        }
-    }
-    for q in &resets.queues {
-        admin
-            .delete_queue(q)
-            .await
-            .map_err(|e| format!("deleting the queue {q}: {e}"))?;
-    }
-    for g in &resets.groups {
-        match admin.delete_group(g).await {
-            Ok(_) => {}
-            // A group that never read anything is not there to delete.
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(format!("deleting the consumer group {g}: {e}")),
-        }
-    }
-    for ns in &resets.kv_namespaces {
-        clear_namespace(ns, upstream).await?;
-    }
-    Ok(())
-}
-
-/// Deletes every row of a KV namespace: the SDK has no prefix read, so a `getPrefix`
-/// with an empty prefix and then `delete`s, as plain HTTP.
-async fn clear_namespace(ns: &str, upstream: &Upstream) -> Result<(), String> {
-    loop {
-        let read = json!({"operations": [
-            {"op": "getPrefix", "ns": ns, "prefix": "", "keysOnly": true, "limit": 1000}
-        ]});
-        let answer = upstream
-            .json(Method::POST, "/api/v1/kv", Some(&read))
-            .await
-            .map_err(|e| format!("listing the KV rows of {ns}: {e}"))?;
-        let keys: Vec<String> = answer["results"][0]["rows"]
-            .as_array()
-            .map(|rows| {
-                rows.iter()
-                    .filter_map(|r| r["key"].as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if keys.is_empty() {
-            return Ok(());
-        }
-        // At most 256 operations a call.
-        for chunk in keys.chunks(256) {
-            let ops: Vec<Value> = chunk
-                .iter()
-                .map(|k| json!({"op": "delete", "ns": ns, "key": k}))
-                .collect();
-            upstream
-                .json(
-                    Method::POST,
-                    "/api/v1/kv",
-                    Some(&json!({"operations": ops})),
-                )
-                .await
-                .map_err(|e| format!("deleting the KV rows of {ns}: {e}"))?;
-        }
-    }
-}
-
 /// Whether the worker's group has acknowledged every input, read from the group's
 /// detail; a failed read is "not yet".
 async fn all_acked(admin: &Client, spec: &RunSpec) -> bool {
@@ -463,271 +363,6 @@ async fn all_acked(admin: &Client, spec: &RunSpec) -> bool {
             .iter()
             .any(|x| x.partition == p && x.cursor.is_some_and(|c| c >= n))
     })
-}
-
-/// Reads a broker's state through its public API, from sync invariant code: each read
-/// blocks this (blocking-pool) thread on the run's runtime.
-struct RemoteReader {
-    handle: Handle,
-    client: Client,
-    resets: Resets,
-    /// What an invariant read that the check does not reset (see [`Resources`]).
-    unreset: Mutex<BTreeSet<String>>,
-}
-
-impl RemoteReader {
-    fn note(&self, reset: bool, what: String) {
-        if !reset {
-            self.unreset
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(what);
-        }
-    }
-
-    fn take_unreset(&self) -> BTreeSet<String> {
-        std::mem::take(&mut *self.unreset.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-}
-
-fn api(what: &str) -> impl FnOnce(queen_sdk::Error) -> StateError + '_ {
-    move |source| StateError::Api {
-        what: what.to_string(),
-        source,
-    }
-}
-
-impl Backend for RemoteReader {
-    fn inspector(&self) -> Option<Inspector<'_>> {
-        None
-    }
-
-    fn messages(&self, queue: &str, partition: &str) -> Result<Vec<InspectedMessage>, StateError> {
-        self.note(
-            self.resets.queues.contains(queue),
-            format!("queue {queue:?} (add it with Resources::queues)"),
-        );
-        let what = format!("the messages of {queue}/{partition}");
-        self.handle.block_on(async {
-            const PAGE: u32 = 1000;
-            let mut rows = Vec::new();
-            loop {
-                let page = self
-                    .client
-                    .messages(
-                        MessageQuery::queue(queue)
-                            .partition(partition)
-                            .limit(PAGE)
-                            .offset(rows.len() as u64),
-                    )
-                    .await
-                    .map_err(api(&what))?;
-                let n = page.messages.len();
-                rows.extend(page.messages);
-                if n < PAGE as usize {
-                    break;
-                }
-            }
-            // The listing has no payloads: each message's detail has it.
-            let mut out = Vec::with_capacity(rows.len());
-            for r in rows.into_iter().filter(|r| r.partition == partition) {
-                let (Some(pid), Some(txn)) =
-                    (r.partition_id.as_deref(), r.transaction_id.as_deref())
-                else {
-                    return Err(StateError::Unreadable {
-                        what,
-                        why: format!(
-                            "the listing gives message {} no partitionId or transactionId",
-                            r.id
-                        ),
-                    });
-                };
-                let d = self
-                    .client
-                    .message::<Value>(pid, txn)
-                    .await
-                    .map_err(api(&what))?;
-                let Some(offset) = d.offset.or(r.offset) else {
-                    return Err(StateError::Unreadable {
-                        what,
-                        why: format!("the broker gives message {} no offset", d.id),
-                    });
-                };
-                out.push(InspectedMessage {
-                    offset,
-                    id: d.id,
-                    transaction_id: d.transaction_id,
-                    data: d.data,
-                    trace_id: d.trace_id,
-                    created_at: d.created_at.as_deref().and_then(parse_iso).unwrap_or(0),
-                });
-            }
-            out.sort_by_key(|m| m.offset);
-            Ok(out)
-        })
-    }
-
-    fn cursor(
-        &self,
-        queue: &str,
-        partition: &str,
-        group: &str,
-    ) -> Result<Option<GroupCursor>, StateError> {
-        self.note(
-            self.resets.queues.contains(queue),
-            format!("queue {queue:?} (add it with Resources::queues)"),
-        );
-        let what = format!("group {group}'s cursor on {queue}/{partition}");
-        let detail = self
-            .handle
-            .block_on(self.client.consumer_group(group))
-            .map_err(api(&what))?;
-        Ok(detail
-            .partitions(queue)
-            .iter()
-            .find(|p| p.partition == partition)
-            .map(|p| GroupCursor {
-                next_offset: p.cursor.unwrap_or(0),
-                lease_held: p.lease_active,
-                lease_id: None,
-            }))
-    }
-
-    fn kv_row(&self, ns: &str, key: &str) -> Result<Option<KvEntry>, StateError> {
-        self.note(
-            self.resets.kv_namespaces.contains(ns),
-            format!("KV namespace {ns:?} (add it with Resources::kv_namespaces)"),
-        );
-        let what = format!("the KV row {ns}/{key}");
-        let row = self
-            .handle
-            .block_on(self.client.kv().get::<Value>(ns, key))
-            .map_err(api(&what))?;
-        Ok(row.map(|r| KvEntry {
-            value: r.value,
-            version: r.version,
-            expires_at: r.expires_at.as_deref().and_then(parse_iso),
-        }))
-    }
-
-    fn timers(&self, queue: &str) -> Result<Vec<InspectedTimer>, StateError> {
-        self.note(
-            self.resets.timer_queues.contains(queue),
-            format!("the timers of {queue:?} (add it with Resources::timer_queues)"),
-        );
-        let what = format!("the timers of {queue}");
-        self.handle.block_on(async {
-            let timers = self.client.timers();
-            let mut out = Vec::new();
-            let mut after: Option<String> = None;
-            loop {
-                let page = timers
-                    .list(queue, after.as_deref(), 1000)
-                    .await
-                    .map_err(api(&what))?;
-                out.extend(page.rows.into_iter().map(|t| InspectedTimer {
-                    key: t.timer_key,
-                    txn: t.txn.unwrap_or_default(),
-                    message_id: t.message_id.unwrap_or_default(),
-                    deliver_at: parse_iso(&t.deliver_at).unwrap_or(0),
-                }));
-                match page.next_after {
-                    Some(next) => after = Some(next),
-                    None => break,
-                }
-            }
-            Ok(out)
-        })
-    }
-
-    fn now_micros(&self) -> i64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as i64)
-    }
-}
-
-/// Evaluates the invariants in order; the first that breaks, or that cannot run
-/// against a URL, is the violation.
-fn evaluate(invariants: &[Invariant], state: &State<'_>, url: &str) -> Option<Violation> {
-    for inv in invariants {
-        match catch_unwind(AssertUnwindSafe(|| inv.check(state))) {
-            Ok(Ok(())) => {}
-            Ok(Err(detail)) => {
-                return Some(Violation {
-                    invariant: inv.name().to_string(),
-                    detail,
-                });
-            }
-            Err(p) if p.is::<InProcessOnly>() => return Some(needs_inspect(inv, url)),
-            Err(p) => {
-                let why = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic".into());
-                return Some(Violation {
-                    invariant: inv.name().to_string(),
-                    detail: format!("the invariant panicked: {why}"),
-                });
-            }
-        }
-    }
-    None
-}
-
-/// The run could not be carried out: an invariant reads an in-process broker's storage.
-/// Reported as a setup failure, so that it is reported at once and not shrunk (every
-/// schedule would fail the same way).
-fn needs_inspect(inv: &Invariant, url: &str) -> Violation {
-    Violation {
-        invariant: SETUP_FAILED.into(),
-        detail: format!(
-            "could not run invariant {:?} against {url}: it calls State::inspect(), which \
-             reads an in-process broker's storage; against a broker URL read with \
-             State::messages, State::cursor, State::kv_row, State::timers and \
-             State::dead_letters",
-            inv.name()
-        ),
-    }
-}
-
-/// Before the worker starts, each invariant once over the fresh state (its verdict
-/// does not matter): one that needs an in-process broker, or reads what the check does
-/// not reset, makes the run one that cannot be carried out.
-fn probe(
-    invariants: &[Invariant],
-    reader: &RemoteReader,
-    spec: &RunSpec,
-    url: &str,
-) -> Option<Violation> {
-    let state = State {
-        broker: reader,
-        inputs: &spec.inputs,
-        group: &spec.group,
-        dead: &[],
-    };
-    for inv in invariants {
-        match catch_unwind(AssertUnwindSafe(|| inv.check(&state))) {
-            Err(p) if p.is::<InProcessOnly>() => return Some(needs_inspect(inv, url)),
-            // Its verdict on the state before the run, or a panic over it, says nothing.
-            _ => {}
-        }
-        let unreset = reader.take_unreset();
-        if !unreset.is_empty() {
-            return Some(Violation {
-                invariant: SETUP_FAILED.into(),
-                detail: format!(
-                    "invariant {:?} reads {}, which the check does not reset between \
-                     schedules against {url}: each schedule would read the one before's \
-                     state as its own",
-                    inv.name(),
-                    unreset.into_iter().collect::<Vec<_>>().join(", ")
-                ),
-            });
-        }
-    }
-    None
 }
 
 /// Runs one schedule against `remote`'s broker through a fault proxy.
