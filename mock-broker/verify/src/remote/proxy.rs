@@ -562,6 +562,12 @@ async fn handle(
     Ok(res)
 }
 
+/// Resolves once the proxy is shut down (at once if it already is).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    // The value's guard is dropped here, never held across an await.
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
 /// The proxy of one run, listening on an ephemeral local port until shut down.
 pub(crate) struct Proxy {
     url: String,
@@ -587,7 +593,7 @@ impl Proxy {
                             continue;
                         }
                     },
-                    _ = stop_accepting.changed() => return,
+                    () = stopped(&mut stop_accepting) => return,
                 };
                 let _ = stream.set_nodelay(true);
                 let (control, upstream) = (Arc::clone(&control), upstream.clone());
@@ -601,7 +607,7 @@ impl Proxy {
                     // long-poll the worker left behind ends here.
                     tokio::select! {
                         _ = conn => {}
-                        _ = stop.changed() => {}
+                        () = stopped(&mut stop) => {}
                     }
                 });
             }
