@@ -37,7 +37,8 @@ use std::time::{Duration, Instant};
 
 use queen_sdk::{Client, Message, PushItem, StartAt, TransactionBuilder, Ttl};
 use queen_verify::{
-    Cli, CliError, Input, Invariant, Outcome, ReplayCommand, State, Stop, Verdict, WorkerCheck,
+    Broker, Cli, CliError, Input, Invariant, Outcome, ReplayCommand, Resources, State, Stop,
+    Verdict, WorkerCheck,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -145,7 +146,6 @@ fn order_invariants(check: WorkerCheck) -> WorkerCheck {
     }
     check.invariant(Invariant::new("one reminder per order", |s: &State<'_>| {
         let mut keys: Vec<String> = s
-            .inspect()
             .timers("reminders")
             .map_err(|e| e.to_string())?
             .into_iter()
@@ -278,7 +278,7 @@ fn unfenced(schedules: usize) -> WorkerCheck {
         .schedules(schedules)
 }
 
-fn caught(which: Which, check: &WorkerCheck, verdict: &Verdict) -> bool {
+fn caught(which: Which, program: &str, check: &WorkerCheck, verdict: &Verdict) -> bool {
     let name = which.title();
     match &verdict.counterexample {
         Some(c) => {
@@ -293,8 +293,7 @@ fn caught(which: Which, check: &WorkerCheck, verdict: &Verdict) -> bool {
             for line in c.to_string().lines() {
                 println!("  | {line}");
             }
-            let program = format!("verify-worker --worker {}", which.flag());
-            println!("  {}", ReplayCommand::new(&program, check, &c.schedule));
+            println!("  {}", ReplayCommand::new(program, check, &c.schedule));
             true
         }
         None => {
@@ -340,6 +339,18 @@ impl Which {
         }
     }
 
+    /// What a run against a broker URL resets before each schedule: what the worker
+    /// writes besides the inputs' queue and the group.
+    fn resources(self) -> Resources {
+        match self {
+            Which::Order | Which::FreshIds => Resources::new()
+                .queues(["receipts"])
+                .kv_namespaces(["orders", "paid"])
+                .timer_queues(["reminders"]),
+            Which::Unfenced => Resources::new().kv_namespaces(["orders", "revenue"]),
+        }
+    }
+
     fn title(self) -> &'static str {
         match self {
             Which::Order => "order worker (spec/transaction.md)",
@@ -353,7 +364,13 @@ impl Which {
     }
 }
 
-const USAGE: &str = "usage: verify-worker [--worker order|fresh-ids|unfenced] [--seed N] [--schedules N] [--replay SCHEDULE]";
+const USAGE: &str = "usage: verify-worker [--worker order|fresh-ids|unfenced] [--url URL] [--seed N] [--schedules N] [--replay SCHEDULE]
+  --worker NAME       run one check (default: all three)
+  --url URL           run against the broker at URL through a fault proxy (QUEEN_TOKEN: its
+                      token); before each schedule it resets what the workers write there";
+
+/// Schedules against a URL by default: each takes real time (a lapsed lease is waited for).
+const URL_SCHEDULES: usize = 20;
 
 fn main() -> ExitCode {
     let usage = |e: &dyn std::fmt::Display| {
@@ -368,28 +385,50 @@ fn main() -> ExitCode {
         }
         Err(e) => return usage(&e),
     };
-    let mut only = None;
+    let (mut only, mut url) = (None, None);
     let mut rest = cli.rest.iter();
     while let Some(arg) = rest.next() {
-        let value = match arg.split_once('=') {
-            Some(("--worker", v)) => Some(v.to_string()),
-            _ if arg == "--worker" => rest.next().cloned(),
-            _ => return usage(&format!("unknown argument {arg:?}")),
+        let (flag, value) = match arg.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_string())),
+            None => (arg.as_str(), rest.next().cloned()),
         };
-        match value.as_deref().and_then(Which::parse) {
-            Some(w) => only = Some(w),
-            None => {
-                return usage(&format!(
-                    "--worker takes order, fresh-ids or unfenced, not {value:?}"
-                ));
-            }
+        match flag {
+            "--worker" => match value.as_deref().and_then(Which::parse) {
+                Some(w) => only = Some(w),
+                None => {
+                    return usage(&format!(
+                        "--worker takes order, fresh-ids or unfenced, not {value:?}"
+                    ));
+                }
+            },
+            "--url" => match value {
+                Some(v) => url = Some(v),
+                None => return usage(&"--url needs a value"),
+            },
+            _ => return usage(&format!("unknown argument {arg:?}")),
         }
     }
+    // Against a URL: each check resets what its worker writes on that broker.
+    let target = |which: Which, check: WorkerCheck| match &url {
+        Some(u) => {
+            let mut broker = Broker::url(u, which.resources());
+            if let Ok(token) = std::env::var("QUEEN_TOKEN") {
+                broker = broker.token(token);
+            }
+            check.against(broker)
+        }
+        None => check,
+    };
+    // The command that replays one of this run's schedules.
+    let program = |which: Which| match &url {
+        Some(u) => format!("verify-worker --worker {} --url {u}", which.flag()),
+        None => format!("verify-worker --worker {}", which.flag()),
+    };
     let schedules = cli.schedules.unwrap_or_else(|| {
         std::env::var(queen_verify::SCHEDULES_VAR)
             .ok()
             .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(500)
+            .unwrap_or(if url.is_some() { URL_SCHEDULES } else { 500 })
     });
     let started = Instant::now();
 
@@ -398,23 +437,27 @@ fn main() -> ExitCode {
         let Some(which) = only else {
             return usage(&"--replay needs --worker: which worker's schedule it is");
         };
-        let verdict = cli.verdict(&cli.configure(which.check(1)));
+        let verdict = cli.verdict(&cli.configure(target(which, which.check(1))));
         println!("{}: replay of {schedule}", which.title());
         print!("{verdict}");
         return verdict.outcome().into();
     }
 
     println!(
-        "verify-worker: {} orders, {REPLICAS} worker replicas, {schedules} fault schedules from seed {:#x}, each on a fresh in-process broker",
+        "verify-worker: {} orders, {REPLICAS} worker replicas, {schedules} fault schedules from seed {:#x}, {}",
         ORDERS.len(),
-        cli.seed.unwrap_or(SEED)
+        cli.seed.unwrap_or(SEED),
+        match &url {
+            Some(u) => format!("against the broker at {u} through a fault proxy"),
+            None => "each on a fresh in-process broker".to_string(),
+        }
     );
     let mut outcome = Outcome::Proven;
     for which in Which::ALL
         .into_iter()
         .filter(|w| only.is_none_or(|o| o == *w))
     {
-        let check = cli.configure(which.check(schedules));
+        let check = cli.configure(target(which, which.check(schedules)));
         let check = match (which, cli.schedules) {
             // A broken worker's count only bounds the search for it.
             (Which::FreshIds | Which::Unfenced, None) => {
@@ -437,16 +480,12 @@ fn main() -> ExitCode {
                     println!("{c}");
                     println!(
                         "  {}",
-                        ReplayCommand::new(
-                            &format!("verify-worker --worker {}", which.flag()),
-                            &check,
-                            &c.schedule
-                        )
+                        ReplayCommand::new(&program(which), &check, &c.schedule)
                     );
                 }
                 verdict.passed()
             }
-            Which::FreshIds | Which::Unfenced => caught(which, &check, &verdict),
+            Which::FreshIds | Which::Unfenced => caught(which, &program(which), &check, &verdict),
         };
         if verdict.outcome() == Outcome::CouldNotRun {
             outcome = Outcome::CouldNotRun;

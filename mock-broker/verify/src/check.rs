@@ -11,7 +11,9 @@
 //! and accept a shrunk candidate only when it breaks the *same* invariant (a run is not
 //! fully deterministic; see the crate docs).
 //! Each run happens on a runtime of its own, on a blocking thread, so a check can be
-//! awaited from any runtime (or called with [`WorkerCheck::run_blocking`] from none).
+//! awaited from any runtime (or called with [`WorkerCheck::run_blocking`] from none):
+//! in process, one thread on a paused clock (see the crate docs, "What is
+//! deterministic").
 
 use std::fmt;
 use std::future::Future;
@@ -516,7 +518,8 @@ impl WorkerCheck {
 
     /// How long the worker may make no progress (no step, ack or push answered, no
     /// message popped) with inputs unacknowledged before the broker's clock is moved
-    /// past the lease, so what waits on a lapsed lease comes back (default 200 ms).
+    /// past the lease, so what waits on a lapsed lease comes back (default 200 ms, on
+    /// the run's paused clock: it costs no real time in process).
     ///
     /// ```
     /// use std::time::Duration;
@@ -530,7 +533,9 @@ impl WorkerCheck {
     }
 
     /// The most one run may take before it counts as a violation of "every input
-    /// acknowledged" (default 30 s).
+    /// acknowledged" (default 30 s), counted on the run's paused clock and on the wall
+    /// clock alike: a worker that waits makes virtual time pass, one that spins does
+    /// not.
     ///
     /// ```
     /// use std::time::Duration;
@@ -544,7 +549,7 @@ impl WorkerCheck {
     }
 
     /// How long a call is held after a lease expiry, so another replica can take the
-    /// message meanwhile (default 300 ms).
+    /// message meanwhile (default 300 ms, on the run's paused clock).
     ///
     /// ```
     /// use std::time::Duration;

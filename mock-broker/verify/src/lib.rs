@@ -130,9 +130,10 @@
 //! [`State::kv_row`], [`State::timers`], [`State::dead_letters`]; [`State::inspect`] is
 //! in-process only). The broker is shared by every schedule, so [`Broker::url`] takes
 //! the [`Resources`] reset before each one (the inputs' queues and the group always
-//! are). A lease expiry and a broker restart need the broker's clock and process: they
-//! are not drawn. A lapsed lease is waited for in real time, so the worker's leases
-//! are capped at [`Broker::lease`] (2 s by default): a schedule takes seconds.
+//! are). A broker restart needs the broker's process: it is not drawn. A lease expiry
+//! happens in real time (the proxy holds the call past the lease before forwarding
+//! it), and a lapsed lease is waited for, so the worker's leases are capped at
+//! [`Broker::lease`] (2 s by default): a schedule takes seconds.
 //!
 //! ```no_run
 //! # #[tokio::main(flavor = "current_thread")]
@@ -186,16 +187,37 @@
 //!
 //! ## What is deterministic
 //!
-//! A seed fixes the schedules drawn ([`WorkerCheck::drawn`] lists them) and a schedule
-//! fixes which call on each route gets which fault. What is *not* fixed is the
-//! interleaving the tokio scheduler and the OS produce: which replica sends the n-th
-//! transaction, whether another replica takes a message during a lease-expiry hold,
-//! when an idle worker's lease is made to lapse, and backoff timing. So a schedule that
-//! failed can pass on a replay, most often with a lease expiry or several replicas
-//! involved; shrinking keeps a smaller schedule only when it breaks the same invariant,
-//! and a report prints the trace of the failing run itself, not of a replay. Run a
-//! replay a few times, or with [`WorkerCheck::replicas`]`(1)`, when it does not fail at
-//! once.
+//! A run is a simulation, replayed exactly from its seed and schedule:
+//!
+//! - it happens on a one-thread tokio runtime whose clock is paused, so waiting costs
+//!   nothing: the SDK's backoffs and long-polls, lease renewals, the idle window, a
+//!   lease-expiry hold and a `Delay` fault all move virtual time instead of sleeping
+//!   (`verify-worker`'s 500 schedules and two broken workers take 3.5 s where they
+//!   took 90 s of real waiting before; see BENCHMARKS.md);
+//! - the broker's clock starts at the same instant on every run
+//!   (2026-01-01T00:00:00Z) and moves with virtual time, plus the run's jumps;
+//! - the broker's writer runs in lockstep with the runtime
+//!   ([`queen_mock_broker::WriteMode::Lockstep`]): each write is applied and made
+//!   durable alone while the runtime waits for it, so nothing depends on its pace;
+//! - every choice the verifier makes comes from the seed or the schedule, and the ids
+//!   the broker mints are numbered per run in the trace (`/api/v1/lease/<id-1>/extend`).
+//!
+//! So the same check and seed print the same verdict, and a printed schedule, replayed,
+//! makes the same calls in the same order with the same answers: the same trace, the
+//! same counterexample, every time (`tests/replay.rs` replays one 20 times). What the
+//! verifier cannot fix is your worker's own nondeterminism: ids it draws at random
+//! (`Uuid::new_v4` in a push shows up as other ids in a report; a counter does not),
+//! reads of the wall clock, threads or runtimes of its own, blocking I/O. Calls travel
+//! over loopback sockets, which the kernel delivers within the sending call; a host so
+//! loaded that it defers that delivery could let the paused clock move while bytes are
+//! in transit, which no run of ours has shown. A run's timeout
+//! ([`WorkerCheck::run_timeout`]) counts on the paused clock and on the wall clock
+//! alike, so a worker that spins without ever waiting still ends. Each run's data file
+//! is in `/dev/shm` where there is one: every commit still syncs the file and the log,
+//! and a broker restart recovers from them as it would from a disk.
+//!
+//! Against a broker URL none of this holds: time is real and the broker is another
+//! process (see the section above).
 //!
 //! ## Layout
 //!
@@ -205,6 +227,7 @@
 //! - `invariant`: [`Invariant`] and its helpers, over the final [`State`];
 //! - `run`: one schedule's run (the initial state written, the inputs pushed, the
 //!   worker run), driven by a request hook on the broker's harness;
+//! - `cli`: [`Cli`], a proof program's command line and exit codes;
 //! - `report`: [`Verdict`], [`Counterexample`] and the trace.
 
 #![warn(missing_docs)]
@@ -218,13 +241,13 @@ mod report;
 mod run;
 mod schedule;
 
-pub use check::{Input, SCHEDULES_VAR, SetupError, WorkerCheck, WorkerResult};
-pub use cli::{Cli, CliError, ReplayCommand, USAGE};
-pub use invariant::{Invariant, State};
 pub use crate::{
     invariant::{GroupCursor, KvEntry, StateError},
     remote::{Broker, Resources},
 };
+pub use check::{Input, SCHEDULES_VAR, SetupError, WorkerCheck, WorkerResult};
+pub use cli::{Cli, CliError, ReplayCommand, USAGE};
+pub use invariant::{Invariant, State};
 pub use report::{Counterexample, Event, Outcome, TraceCall, TraceEntry, Verdict, Violation};
 pub use run::Stop;
 pub use schedule::{

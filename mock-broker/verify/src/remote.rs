@@ -13,10 +13,11 @@
 //! schedules, `remote/reader.rs` the [`State`] backend by URL and the invariants'
 //! evaluation.
 //!
-//! What cannot be done from outside the broker is not done: a lease expiry (the
-//! broker's clock jumped) and a broker restart are not drawn, and skipped in a schedule
-//! that names them; a run waits for a lapsed lease in real time instead of moving a
-//! clock, which is why leases are short.
+//! What cannot be done from outside the broker is not done: a broker restart is not
+//! drawn, and skipped (a trace line says so) in a schedule that names it. A lease
+//! expiry is made in real time: the proxy holds the call past the lease before it
+//! forwards it, and a run waits for a lapsed lease instead of moving a clock, which is
+//! why leases are short.
 
 mod proxy;
 mod reader;
@@ -234,9 +235,10 @@ impl WorkerCheck {
     /// ephemeral port, which forwards to the broker and does the schedule's faults;
     /// the invariants read the broker's state through its public API.
     ///
-    /// The faults a proxy cannot make are left out of the fault plan (a lease expiry
-    /// needs the broker's clock, a broker restart its process) and skipped in a
-    /// schedule that names them; the check prints that once. Before each schedule the
+    /// The fault a proxy cannot make is left out of the fault plan (a broker restart
+    /// needs the broker's process) and skipped in a schedule that names it; the check
+    /// prints that once. A lease expiry is done in real time: the proxy holds the call
+    /// past [`Broker::lease`] before forwarding it. Before each schedule the
     /// broker is reset ([`Resources`]) and the inputs' queues get the short lease of
     /// [`Broker::lease`] ([`WorkerCheck::lease`], [`WorkerCheck::idle`] and
     /// [`WorkerCheck::lease_expiry_hold`] move an in-process broker's clock: by URL
@@ -606,7 +608,7 @@ mod tests {
     use crate::schedule::FaultKind;
 
     #[test]
-    fn a_remote_check_draws_no_fault_only_an_in_process_broker_can_make() {
+    fn a_remote_check_draws_no_broker_restart_but_does_draw_lease_expiries() {
         let check = WorkerCheck::new(|_client, stop| stop)
             .inputs((0..4).map(|n| crate::Input::new("orders", &n)))
             .against(Broker::url("http://127.0.0.1:1", Resources::new()));
@@ -615,7 +617,7 @@ mod tests {
             .iter()
             .flat_map(|s| s.faults().iter().map(|f| f.fault.kind()))
             .collect();
-        assert!(!kinds.contains(&FaultKind::LeaseExpiry), "{kinds:?}");
+        assert!(kinds.contains(&FaultKind::LeaseExpiry), "{kinds:?}");
         assert!(!kinds.contains(&FaultKind::BrokerRestart), "{kinds:?}");
         assert!(kinds.contains(&FaultKind::CommitThenDrop), "{kinds:?}");
     }

@@ -186,6 +186,20 @@ pub enum Event {
         /// How.
         outcome: String,
     },
+    /// Against a broker URL: a call held past the lease before it is forwarded, so the
+    /// lease lapses while the step is in flight (a lease expiry, in real time).
+    Held {
+        /// For how many seconds.
+        secs: u64,
+        /// Why.
+        why: String,
+    },
+    /// Against a broker URL: a fault of the schedule that only an in-process broker
+    /// can make was not done.
+    Skipped {
+        /// The fault and why it was not done.
+        what: String,
+    },
 }
 
 /// One line of a run's trace: a call, or an act of the verifier, in order.
@@ -240,6 +254,10 @@ impl fmt::Display for TraceEntry {
             TraceEntry::Event(Event::WorkerExit { replica, outcome }) => {
                 write!(f, "-- worker {replica} {outcome}")
             }
+            TraceEntry::Event(Event::Held { secs, why }) => {
+                write!(f, "-- held {secs} s: {why}")
+            }
+            TraceEntry::Event(Event::Skipped { what }) => write!(f, "-- skipped: {what}"),
         }
     }
 }

@@ -46,17 +46,12 @@ use crate::run::{REPLICA_AGENT, SETUP_AGENT, is_background};
 use crate::schedule::{Fault, FaultKind, Route, Schedule};
 
 /// The fault kinds only an in-process broker can make, with why: a remote check never
-/// draws them and skips them in a schedule that names them.
-pub(crate) const IN_PROCESS_ONLY: [(FaultKind, &str); 2] = [
-    (
-        FaultKind::LeaseExpiry,
-        "lease-expiry (needs the broker's clock)",
-    ),
-    (
-        FaultKind::BrokerRestart,
-        "broker-restart (needs the broker's process)",
-    ),
-];
+/// draws them and skips them in a schedule that names them. (A lease expiry is made
+/// from outside by holding the call past the lease before forwarding it.)
+pub(crate) const IN_PROCESS_ONLY: [(FaultKind, &str); 1] = [(
+    FaultKind::BrokerRestart,
+    "broker-restart (needs the broker's process)",
+)];
 
 /// The broker by URL, through a plain HTTP client of the proxy's own: the calls the
 /// proxy forwards, and the few reads and resets the SDK has no call for.
@@ -461,21 +456,25 @@ async fn handle(
         ),
     };
 
-    let (fault, open) = {
+    let (fault, open, nth) = {
         let mut book = control.book();
         let n = {
             let n = book.counts.entry(route).or_default();
             *n += 1;
             *n
         };
-        let fault = if control.armed.load(Ordering::SeqCst) {
-            control
-                .schedule
-                .fault_for(route, n)
-                .filter(|f| !IN_PROCESS_ONLY.iter().any(|(k, _)| *k == f.kind()))
+        let named = if control.armed.load(Ordering::SeqCst) {
+            control.schedule.fault_for(route, n)
         } else {
             None
         };
+        let skipped = named.and_then(|f| IN_PROCESS_ONLY.iter().find(|(k, _)| *k == f.kind()));
+        if let Some((_, why)) = skipped {
+            book.trace.push(TraceEntry::Event(Event::Skipped {
+                what: format!("{route}#{n}: {why}"),
+            }));
+        }
+        let fault = named.filter(|_| skipped.is_none());
         if fault.is_some() {
             book.faults_hit += 1;
         }
@@ -501,6 +500,7 @@ async fn handle(
                 idx,
                 background,
             },
+            n,
         )
     };
 
@@ -547,8 +547,23 @@ async fn handle(
                 Err(e) => gateway(e),
             }
         }
-        // Filtered out above (a remote run cannot do them): forwarded as they are.
-        Some(Fault::LeaseExpiry | Fault::BrokerRestart) => upstream
+        // What the in-process run does with its clock, in real time: the call waits
+        // until its batch's lease has lapsed (the proxy caps every lease at
+        // `lease_secs`), so another replica can take the message meanwhile.
+        Some(Fault::LeaseExpiry) => {
+            let secs = control.lease_secs + 1;
+            control.event(Event::Held {
+                secs,
+                why: format!("past the lease while {route}#{n} is in flight", n = nth),
+            });
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+            upstream
+                .send(method, &pq, &parts.headers, body)
+                .await
+                .map_or_else(gateway, relay)
+        }
+        // Filtered out above (a remote run cannot do it): forwarded as it is.
+        Some(Fault::BrokerRestart) => upstream
             .send(method, &pq, &parts.headers, body)
             .await
             .map_or_else(gateway, relay),
