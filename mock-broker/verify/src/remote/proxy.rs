@@ -8,10 +8,10 @@
 //! with the status it got; the verifier's own client (`queen-verify/setup`) is neither
 //! faulted nor counted. The faults are the ones a proxy can make: a 503 before
 //! forwarding, a 503 or a dropped connection after the broker answered, a delay, a 429
-//! with `Retry-After`, and a worker restart (the answer dropped, then the replica
-//! cancelled and started again by the run's loop). A lease expiry or a broker restart
-//! needs the broker's clock or process: a remote run does not draw them, and skips them
-//! in a schedule that names them.
+//! with `Retry-After`, a worker restart (the answer dropped, then the replica cancelled
+//! and started again by the run's loop), and a lease expiry in real time (the call held
+//! past the lease, then forwarded). A broker restart needs the broker's process: a
+//! remote run does not draw it, and skips it in a schedule that names it.
 //!
 //! Two rewrites keep a schedule's waits short: a pop's `leaseSeconds` is capped at the
 //! check's lease, and so is a lease extension's `seconds` (see `Broker::lease`).
