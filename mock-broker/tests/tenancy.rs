@@ -208,6 +208,11 @@ fn routes() -> Vec<Row> {
         row(M::POST, "/streams/v1/claim", "/streams/v1/claim", Some(json!({"query_id": "QUERY", "partition_ids": ["PID"]})), Rw),
         row(M::POST, "/streams/v1/state/get", "/streams/v1/state/get", Some(json!({"query_id": "QUERY", "partition_id": "PID"})), Ro),
         row(M::POST, "/streams/v1/state/partitions", "/streams/v1/state/partitions", Some(json!({"query_id": "QUERY"})), Ro),
+        // 10: the console's reads.
+        row(M::GET, "/api/v1/kv", "/api/v1/kv", None, Ro),
+        row(M::GET, "/api/v1/kv/{ns}", "/api/v1/kv/n?prefix=&limit=10", None, Ro),
+        row(M::GET, "/api/v1/timers", "/api/v1/timers", None, Ro),
+        row(M::GET, "/api/v1/transactions", "/api/v1/transactions?limit=10", None, Ro),
     ]
 }
 
@@ -320,6 +325,22 @@ async fn set_up_acme(http: &reqwest::Client, b: &MockBroker) -> Acme {
         "kv",
         &call(http, b, a, Method::POST, "/api/v1/kv", Some(&kv)).await,
     );
+    // A call for the transaction log: its KV key and timer are acme's names.
+    let logged = json!({"kv": [{"op": "put", "ns": "n", "key": "acme-txn-key", "value": 1, "forever": true}],
+        "timers": [{"op": "schedule", "queue": "acme-txn-timers", "timerKey": "acme-txn-timer", "payload": B64.encode(b"1"), "delayMs": 600_000}]});
+    let committed = ok(
+        "transaction",
+        &call(
+            http,
+            b,
+            a,
+            Method::POST,
+            "/api/v1/transaction",
+            Some(&logged),
+        )
+        .await,
+    );
+    assert_eq!(committed["success"], true, "{committed}");
     let timer_payload = B64.encode(br#"{"secret":"acme-timer"}"#);
     let timers = json!({"operations": [{"op": "schedule", "queue": "t", "timerKey": "k", "delayMs": 600_000, "payload": timer_payload}]});
     ok(

@@ -8,7 +8,7 @@ use super::queues::{Counter, next_counter};
 use crate::clock::Micros;
 use crate::store::keys::{Key, KeyReader};
 use crate::store::records::decode;
-use crate::store::{StoreError, T, Tx};
+use crate::store::{StoreError, T, Tx, View};
 
 /// Largest value, as compact JSON (`QUEEN_KV_MAX_VALUE_BYTES`).
 pub const MAX_VALUE_BYTES: usize = 64 * 1024;
@@ -575,7 +575,7 @@ pub fn apply(tx: &mut Tx, tenant: &str, op: &KvOp) -> Result<KvResult, StoreErro
             }
             KvResult::Many { rows, missing }
         }
-        KvOp::GetPrefix { ns, page } => prefix_page(tx, tenant, ns, page)?,
+        KvOp::GetPrefix { ns, page } => prefix_page(tx, tx.now, tenant, ns, page)?,
         KvOp::Put {
             ns,
             key,
@@ -685,7 +685,16 @@ fn out_of_bounds(n: &Number, min: Option<&Number>, max: Option<&Number>) -> bool
         || max.and_then(Number::as_f64).is_some_and(|m| v > m)
 }
 
-fn prefix_page(tx: &Tx, tenant: &str, ns: &str, q: &PrefixQuery) -> Result<KvResult, StoreError> {
+/// A `getPrefix` page of `ns` as of `now`: live rows in key order. Read through a
+/// [`View`], so the operation (staged view, in the writer) and the console's listing of
+/// a namespace (`GET /api/v1/kv/{ns}`, a snapshot of the last commit) share one rule.
+pub fn prefix_page(
+    view: &impl View,
+    now: Micros,
+    tenant: &str,
+    ns: &str,
+    q: &PrefixQuery,
+) -> Result<KvResult, StoreError> {
     let ns_prefix = Key::tenant(tenant).str(ns).into_bytes();
     let mut scan_prefix = ns_prefix.clone();
     scan_prefix.extend(Key::escaped(&q.prefix));
@@ -699,12 +708,12 @@ fn prefix_page(tx: &Tx, tenant: &str, ns: &str, q: &PrefixQuery) -> Result<KvRes
         _ => scan_prefix.clone(),
     };
     let (mut rows, mut truncated) = (Vec::new(), false);
-    tx.scan(T::Kv, &start, &scan_prefix, |k, v| {
+    view.scan_rows(T::Kv, &start, &scan_prefix, &mut |k, v| {
         let mut r = KeyReader::new(k);
         let (_, _, key) = (r.str(), r.str(), r.str());
         let Some(key) = key else { return Ok(true) };
         let row: KvRow = decode(v)?;
-        if row.expires_at.is_some_and(|e| e <= tx.now) {
+        if row.expires_at.is_some_and(|e| e <= now) {
             return Ok(true);
         }
         if rows.len() == q.limit {
@@ -725,6 +734,43 @@ fn prefix_page(tx: &Tx, tenant: &str, ns: &str, q: &PrefixQuery) -> Result<KvRes
         truncated,
         next_after,
     })
+}
+
+/// One namespace of a tenant, as `GET /api/v1/kv` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Namespace {
+    /// Its name.
+    pub ns: String,
+    /// Its live (unexpired) keys.
+    pub keys: u64,
+}
+
+/// The tenant's namespaces holding at least one live key as of `now`, in name order.
+/// Every row of the tenant is visited (an expired row is only told apart by its
+/// value), so this is an operator's read, never a worker's.
+pub fn namespaces(
+    view: &impl View,
+    now: Micros,
+    tenant: &str,
+) -> Result<Vec<Namespace>, StoreError> {
+    let prefix = Key::tenant(tenant).into_bytes();
+    let mut out: Vec<Namespace> = Vec::new();
+    view.scan_rows(T::Kv, &prefix, &prefix, &mut |k, v| {
+        let mut r = KeyReader::new(k);
+        let (_, ns) = (r.str(), r.str());
+        let Some(ns) = ns else { return Ok(true) };
+        let row: KvRow = decode(v)?;
+        if row.expires_at.is_some_and(|e| e <= now) {
+            return Ok(true);
+        }
+        // Keys come in namespace order: a namespace's rows are one run.
+        match out.last_mut() {
+            Some(last) if last.ns == ns => last.keys += 1,
+            _ => out.push(Namespace { ns, keys: 1 }),
+        }
+        Ok(true)
+    })?;
+    Ok(out)
 }
 
 /// What a standalone KV call did.

@@ -29,6 +29,7 @@ pub mod streams;
 pub mod timers;
 pub mod traces;
 pub mod txn;
+pub mod txn_log;
 pub mod writer;
 
 use std::sync::Arc;
@@ -87,6 +88,8 @@ struct Shared {
     activity: status::Activity,
     /// The in-memory ephemeral queues ([`ephemeral`]).
     ephemeral: ephemeral::Rings,
+    /// Each tenant's recent transaction calls ([`txn_log`]), in memory.
+    txn_log: txn_log::TxnLog,
 }
 
 /// Set when the broker stops, so waiting pops answer at once instead of holding
@@ -145,6 +148,7 @@ impl Engine {
                     closing: Arc::default(),
                     activity,
                     ephemeral: ephemeral::Rings::default(),
+                    txn_log: txn_log::TxnLog::default(),
                 }),
             },
             thread,
@@ -498,6 +502,74 @@ impl Engine {
                 })
             })
             .await
+    }
+
+    /// The tenant's KV namespaces with live keys ([`kv::namespaces`]), from the last
+    /// commit, without a turn of the writer.
+    pub async fn kv_namespaces(&self, tenant: &str) -> Result<Vec<kv::Namespace>, EngineError> {
+        let tenant = tenant.to_string();
+        self.read(move |db, now| kv::namespaces(&crate::store::Reader::begin(db)?, now, &tenant))
+            .await
+    }
+
+    /// A page of a namespace's live rows ([`kv::prefix_page`], the `getPrefix`
+    /// operation's rule), from the last commit, without a turn of the writer.
+    pub async fn kv_page(
+        &self,
+        tenant: &str,
+        ns: &str,
+        page: kv::PrefixQuery,
+    ) -> Result<kv::KvResult, EngineError> {
+        let (tenant, ns) = (tenant.to_string(), ns.to_string());
+        self.read(move |db, now| {
+            kv::prefix_page(&crate::store::Reader::begin(db)?, now, &tenant, &ns, &page)
+        })
+        .await
+    }
+
+    /// The tenant's timer queues with pending timers ([`timers::queues`]), from the
+    /// last commit.
+    pub async fn timer_queues(&self, tenant: &str) -> Result<Vec<timers::TimerQueue>, EngineError> {
+        let tenant = tenant.to_string();
+        self.read(move |db, _| timers::queues(&crate::store::Reader::begin(db)?, &tenant))
+            .await
+    }
+
+    /// The transaction log ([`txn_log`]): the HTTP handler records each call in it.
+    pub fn txn_log(&self) -> &txn_log::TxnLog {
+        &self.shared.txn_log
+    }
+
+    /// The tenant's last `limit` transaction calls, newest first, with the queue and
+    /// partition of every partition id their acks name, as the tenant's own (another
+    /// tenant's id, or one gone since, resolves to nothing).
+    pub async fn recent_transactions(
+        &self,
+        tenant: &str,
+        limit: usize,
+    ) -> Result<txn_log::Recent, EngineError> {
+        let entries = self.shared.txn_log.recent(tenant, limit);
+        let pids: std::collections::BTreeSet<u64> = entries
+            .iter()
+            .flat_map(|e| &e.parts.acks.items)
+            .filter_map(|a| a.partition_id.parse().ok())
+            .collect();
+        if pids.is_empty() {
+            return Ok(txn_log::Recent {
+                entries,
+                partitions: Default::default(),
+            });
+        }
+        let tenant = tenant.to_string();
+        let partitions = self
+            .read(move |db, _| {
+                txn_log::partitions(&crate::store::Reader::begin(db)?, &tenant, pids)
+            })
+            .await?;
+        Ok(txn_log::Recent {
+            entries,
+            partitions,
+        })
     }
 
     /// Runs a locks call: one result per operation, in order.

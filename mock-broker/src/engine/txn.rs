@@ -99,6 +99,10 @@ pub enum StepResult {
         message_id: String,
         /// Its queue.
         queue: String,
+        /// Its partition's id (the transaction log links a push to its message by it).
+        partition_id: u64,
+        /// Its offset in the partition.
+        offset: u64,
         /// A repeat of an earlier item of this call.
         duplicate: bool,
     },
@@ -276,19 +280,21 @@ pub fn run(tx: &mut Tx, tenant: &str, t: &Transaction, id: &str) -> Result<TxnOu
 
     // 2. Pushes. A repeat inside the call is first-wins; a key already in the
     // partition's window rolls everything back.
-    let mut seen: HashMap<(String, String, String), String> = HashMap::new();
+    let mut seen: HashMap<(String, String, String), (String, u64, u64)> = HashMap::new();
     for (op, &slot) in t.ops.iter().zip(&op_slot) {
         let TxnOp::Push(items) = op else { continue };
         for (j, item) in items.iter().enumerate() {
             let slot = slot + j;
             if let Some(txn) = &item.transaction_id
-                && let Some(mid) =
+                && let Some((mid, pid, offset)) =
                     seen.get(&(item.queue.clone(), item.partition.clone(), txn.clone()))
             {
                 results[slot] = Some(StepResult::Push {
                     transaction_id: txn.clone(),
                     message_id: mid.clone(),
                     queue: item.queue.clone(),
+                    partition_id: *pid,
+                    offset: *offset,
                     duplicate: true,
                 });
                 continue;
@@ -307,12 +313,14 @@ pub fn run(tx: &mut Tx, tenant: &str, t: &Transaction, id: &str) -> Result<TxnOu
                     item.partition.clone(),
                     a.transaction_id.clone(),
                 ),
-                a.message_id.clone(),
+                (a.message_id.clone(), a.partition_id, a.offset),
             );
             results[slot] = Some(StepResult::Push {
                 transaction_id: a.transaction_id,
                 message_id: a.message_id,
                 queue: item.queue.clone(),
+                partition_id: a.partition_id,
+                offset: a.offset,
                 duplicate: false,
             });
         }

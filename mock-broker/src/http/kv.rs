@@ -1,4 +1,5 @@
-//! `POST /api/v1/kv` and its single-key shorthands.
+//! `POST /api/v1/kv`, its single-key shorthands, and the console's reads of a tenant's
+//! namespaces (`GET /api/v1/kv`) and of a namespace's rows (`GET /api/v1/kv/{ns}`).
 
 use axum::Json as AxumJson;
 use axum::response::{IntoResponse, Response};
@@ -8,9 +9,9 @@ use serde_json::Value;
 use super::Caller;
 use super::error::ApiError;
 use super::extract::{Body, Params, PathParams, parse_body_with};
-use super::wire::kv::{At, KvBody, KvOpWire, KvResultWire, PreconditionBody, result};
+use super::wire::kv::{self as wire, At, KvBody, KvOpWire, KvResultWire, PreconditionBody, result};
 use super::wire::loose::{self, Loose};
-use crate::engine::kv::{self, KvCall, KvOp, KvRefusal};
+use crate::engine::kv::{self, KvCall, KvOp, KvRefusal, PREFIX_LIMIT};
 use crate::error::EngineError;
 
 fn refused(r: KvRefusal) -> ApiError {
@@ -122,4 +123,39 @@ pub async fn delete_one(
         ..KvOpWire::single("delete", ns, key)
     };
     single(s, op).await
+}
+
+/// `GET /api/v1/kv`: the tenant's namespaces with live keys, in name order, read from
+/// the last commit (no turn of the writer). It reads no parameter.
+pub async fn namespaces(s: Caller) -> Result<Response, ApiError> {
+    let list = s.engine.kv_namespaces(s.tenant()).await?;
+    Ok(AxumJson(wire::namespaces(&list)).into_response())
+}
+
+/// `GET /api/v1/kv/{ns}?prefix=&after=&limit=`: a page of the namespace's live rows in
+/// key order. The query is checked as a `getPrefix` operation with the same fields
+/// (so a bad namespace is the same `kv_bad_request`), and read by the operation's own
+/// rule ([`kv::prefix_page`]) from the last commit. `limit` is a query integer
+/// (default 100, 1 to 1,000, else 400).
+pub async fn rows(
+    s: Caller,
+    PathParams(ns): PathParams<String>,
+    params: Params,
+) -> Result<Response, ApiError> {
+    let limit = params.int("limit", PREFIX_LIMIT.0 as i64, 1, PREFIX_LIMIT.1 as i64)?;
+    let op = KvOpWire {
+        op: Some("getPrefix".to_string()),
+        ns: Some(ns),
+        prefix: params.get("prefix").map(str::to_string),
+        after: params.get("after").map(str::to_string),
+        limit: Some(limit),
+        ..Default::default()
+    }
+    .into_op(At("query", None))
+    .map_err(refused)?;
+    let KvOp::GetPrefix { ns, page } = op else {
+        unreachable!("a getPrefix operation was built")
+    };
+    let out = s.engine.kv_page(s.tenant(), &ns, page).await?;
+    Ok(AxumJson(wire::page(&out)).into_response())
 }

@@ -277,12 +277,14 @@ pub(crate) fn router_with(engine: Engine, auth: Option<Auth>, harness: Option<Ha
         .route("/api/v1/ack/batch", post(acks::ack_batch))
         .route("/api/v1/lease/{lease}/extend", post(acks::extend))
         .route("/api/v1/transaction", post(txn::transaction))
-        .route("/api/v1/kv", post(kv::kv))
+        .route("/api/v1/transactions", get(txn::log))
+        .route("/api/v1/kv", get(kv::namespaces).post(kv::kv))
+        .route("/api/v1/kv/{ns}", get(kv::rows))
         .route(
             "/api/v1/kv/{ns}/{key}",
             get(kv::get_one).put(kv::put_one).delete(kv::delete_one),
         )
-        .route("/api/v1/timers", post(timers::timers))
+        .route("/api/v1/timers", get(timers::queues).post(timers::timers))
         .route("/api/v1/timers/{queue}", get(timers::list))
         // A timer key may contain `/` (the official clients send it unescaped): the
         // key is the whole rest of the path.

@@ -1,4 +1,5 @@
-//! `POST /api/v1/timers`, cancel, peek and list.
+//! `POST /api/v1/timers`, cancel, peek and list, and the console's listing of a
+//! tenant's timer queues (`GET /api/v1/timers`).
 
 use axum::Json as AxumJson;
 use axum::response::{IntoResponse, Response};
@@ -96,4 +97,12 @@ pub async fn list(
         TimerRead::One(_) => Default::default(),
     };
     Ok(AxumJson(wire::page(&page)).into_response())
+}
+
+/// `GET /api/v1/timers`: the tenant's queues with pending timers, in name order, with
+/// their count and earliest `deliverAt`, read from the last commit. It reads no
+/// parameter.
+pub async fn queues(s: Caller) -> Result<Response, ApiError> {
+    let list = s.engine.timer_queues(s.tenant()).await?;
+    Ok(AxumJson(wire::queues(&list)).into_response())
 }

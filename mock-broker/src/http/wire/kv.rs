@@ -10,8 +10,8 @@ use serde_json::{Number, Value};
 use super::loose::{self, Loose};
 use crate::clock::format_iso;
 use crate::engine::kv::{
-    self, Expiry, KvKind, KvOp, KvRefusal, KvResult, KvRow, Lost, MAX_VALUE_BYTES, PREFIX_LIMIT,
-    PrefixQuery, Step, refuse,
+    self, Expiry, KvKind, KvOp, KvRefusal, KvResult, KvRow, Lost, MAX_VALUE_BYTES, Namespace,
+    PREFIX_LIMIT, PrefixQuery, Step, refuse,
 };
 
 /// Where an element sits in its body, for refusal texts: `operations[2]`, `kv[0]`, or
@@ -492,5 +492,61 @@ impl<'a> PreconditionBody<'a> {
             value: p.value,
             version: p.version,
         }
+    }
+}
+
+/// A namespace of `GET /api/v1/kv`.
+#[derive(Serialize)]
+struct NamespaceWire<'a> {
+    keys: u64,
+    ns: &'a str,
+}
+
+/// `GET /api/v1/kv`: the tenant's namespaces with live keys.
+#[derive(Serialize)]
+pub struct NamespacesWire<'a> {
+    namespaces: Vec<NamespaceWire<'a>>,
+}
+
+/// Renders the namespace listing.
+pub fn namespaces(list: &[Namespace]) -> NamespacesWire<'_> {
+    NamespacesWire {
+        namespaces: list
+            .iter()
+            .map(|n| NamespaceWire {
+                keys: n.keys,
+                ns: &n.ns,
+            })
+            .collect(),
+    }
+}
+
+/// `GET /api/v1/kv/{ns}`: a `getPrefix` page without the operation's `op`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageWire<'a> {
+    next_after: Option<&'a str>,
+    rows: Vec<RowWire<'a>>,
+    truncated: bool,
+}
+
+/// Renders a `getPrefix` page ([`KvResult::Page`]; any other result is an empty page).
+pub fn page(r: &KvResult) -> PageWire<'_> {
+    match r {
+        KvResult::Page {
+            rows,
+            with_values,
+            truncated,
+            next_after,
+        } => PageWire {
+            next_after: next_after.as_deref(),
+            rows: rows.iter().map(|(k, r)| row(k, r, *with_values)).collect(),
+            truncated: *truncated,
+        },
+        _ => PageWire {
+            next_after: None,
+            rows: Vec::new(),
+            truncated: false,
+        },
     }
 }

@@ -12,7 +12,7 @@ use super::kv::At;
 use crate::clock::format_iso;
 use crate::engine::push::MAX_TRANSACTION_ID_BYTES;
 use crate::engine::queues::{DEFAULT_PARTITION, check_name};
-use crate::engine::timers::{TimerOp, TimerPage, TimerRecord, TimerResult, TimerSpec};
+use crate::engine::timers::{TimerOp, TimerPage, TimerQueue, TimerRecord, TimerResult, TimerSpec};
 use crate::error::EngineError;
 
 /// Fields the broker owns: a request that carries one is refused.
@@ -283,5 +283,34 @@ pub fn page(p: &TimerPage) -> PageWire<'_> {
             })
             .collect(),
         truncated: p.truncated,
+    }
+}
+
+/// A queue of `GET /api/v1/timers`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct QueueWire<'a> {
+    next_deliver_at: String,
+    pending: u64,
+    queue: &'a str,
+}
+
+/// `GET /api/v1/timers`: the tenant's queues with pending timers.
+#[derive(Serialize)]
+pub struct QueuesWire<'a> {
+    queues: Vec<QueueWire<'a>>,
+}
+
+/// Renders the queue listing.
+pub fn queues(qs: &[TimerQueue]) -> QueuesWire<'_> {
+    QueuesWire {
+        queues: qs
+            .iter()
+            .map(|q| QueueWire {
+                next_deliver_at: format_iso(q.next_deliver_at),
+                pending: q.pending,
+                queue: &q.queue,
+            })
+            .collect(),
     }
 }

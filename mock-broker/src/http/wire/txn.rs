@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 use super::kv::{At, KvOpWire, KvResultWire, PreconditionWire};
 use super::loose::{self, Loose};
 use super::timers::{TimerOpWire, TimerResultWire};
+use crate::clock::format_iso;
 use crate::engine::QUEUE_MODE;
 use crate::engine::ack::{Ack, parse_status};
 use crate::engine::kv::{self, KvRefusal};
@@ -17,7 +18,9 @@ use crate::engine::push::NewMessage;
 use crate::engine::queues::{DEFAULT_PARTITION, check_name};
 use crate::engine::timers;
 use crate::engine::txn::{MAX_POSITIONS, Position, StepResult, Transaction, TxnOp, TxnOutcome};
+use crate::engine::txn_log::{Entry, Outcome, Part, Recent};
 use crate::error::EngineError;
+use crate::store::records::AckMark;
 
 /// The body of `POST /api/v1/transaction`.
 #[derive(Debug, Deserialize)]
@@ -319,6 +322,7 @@ fn step(index: usize, r: &StepResult) -> StepWire<'_> {
             message_id,
             queue,
             duplicate,
+            ..
         } => StepWire::Push(PushWire {
             duplicate: *duplicate,
             index,
@@ -413,5 +417,215 @@ pub fn answer(o: &TxnOutcome) -> TxnAnswer<'_> {
                 version: p.as_ref().map(|p| p.version),
             }
         }
+    }
+}
+
+/// A list of a logged call: the elements kept and how many were left out.
+#[derive(Serialize)]
+struct PartWire<I> {
+    items: Vec<I>,
+    more: usize,
+}
+
+impl<I> PartWire<I> {
+    fn of<'a, S>(p: &'a Part<S>, f: impl Fn(&'a S) -> I) -> Self {
+        PartWire {
+            items: p.items.iter().map(f).collect(),
+            more: p.more,
+        }
+    }
+}
+
+/// An ack of a logged call.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AckLogWire<'a> {
+    consumer_group: &'a str,
+    dlq: Option<bool>,
+    partition: Option<&'a str>,
+    partition_id: &'a str,
+    queue: Option<&'a str>,
+    status: &'static str,
+    transaction_id: &'a str,
+}
+
+/// A pushed item of a logged call.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PushLogWire<'a> {
+    duplicate: bool,
+    offset: Option<u64>,
+    partition: &'a str,
+    partition_id: Option<String>,
+    queue: &'a str,
+    transaction_id: Option<&'a str>,
+}
+
+/// A KV operation of a logged call.
+#[derive(Serialize)]
+struct KvLogWire<'a> {
+    key: Option<&'a str>,
+    ns: &'a str,
+    op: &'static str,
+}
+
+/// A timer operation of a logged call.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TimerLogWire<'a> {
+    op: &'static str,
+    queue: &'a str,
+    timer_key: &'a str,
+}
+
+/// A position of a logged call.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PositionLogWire<'a> {
+    consumer_group: &'a str,
+    offset: u64,
+    partition: &'a str,
+    queue: &'a str,
+}
+
+/// How a logged call ended: `status` and the fields of that status (a rollback always
+/// carries `failedIndex` and `kvReason`, `null` but for a lost KV precondition).
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct OutcomeWire<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed_index: Option<Option<usize>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http_status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kv_reason: Option<Option<&'static str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+    status: &'static str,
+}
+
+/// One call of `GET /api/v1/transactions`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EntryWire<'a> {
+    acks: PartWire<AckLogWire<'a>>,
+    at: String,
+    id: Option<&'a str>,
+    kv: PartWire<KvLogWire<'a>>,
+    outcome: OutcomeWire<'a>,
+    positions: PartWire<PositionLogWire<'a>>,
+    pushes: PartWire<PushLogWire<'a>>,
+    seq: u64,
+    timers: PartWire<TimerLogWire<'a>>,
+    user_agent: Option<&'a str>,
+}
+
+/// `GET /api/v1/transactions`: the tenant's recent calls, newest first.
+#[derive(Serialize)]
+pub struct LogWire<'a> {
+    transactions: Vec<EntryWire<'a>>,
+}
+
+fn mark(m: AckMark) -> &'static str {
+    match m {
+        AckMark::Completed => "completed",
+        AckMark::Failed => "failed",
+        AckMark::Retry => "retry",
+        AckMark::Dlq => "dlq",
+    }
+}
+
+fn outcome(o: &Outcome) -> OutcomeWire<'_> {
+    match o {
+        Outcome::Committed => OutcomeWire {
+            status: "committed",
+            ..Default::default()
+        },
+        Outcome::RolledBack {
+            reason,
+            error,
+            failed_index,
+            kv_reason,
+        } => OutcomeWire {
+            error: Some(error),
+            failed_index: Some(*failed_index),
+            kv_reason: Some(kv_reason.map(|r| r.as_str())),
+            reason: Some(reason.as_str()),
+            status: "rolled_back",
+            ..Default::default()
+        },
+        Outcome::Refused {
+            status,
+            code,
+            error,
+        } => OutcomeWire {
+            code: Some(code),
+            error: Some(error),
+            http_status: Some(*status),
+            status: "refused",
+            ..Default::default()
+        },
+    }
+}
+
+fn entry<'a>(e: &'a Entry, r: &'a Recent) -> EntryWire<'a> {
+    let p = &e.parts;
+    EntryWire {
+        acks: PartWire::of(&p.acks, |a| {
+            let named = a
+                .partition_id
+                .parse::<u64>()
+                .ok()
+                .and_then(|pid| r.partitions.get(&pid));
+            AckLogWire {
+                consumer_group: &a.group,
+                dlq: a.dlq,
+                partition: named.map(|n| n.partition.as_str()),
+                partition_id: &a.partition_id,
+                queue: named.map(|n| n.queue.as_str()),
+                status: mark(a.status),
+                transaction_id: &a.transaction_id,
+            }
+        }),
+        at: format_iso(e.at),
+        id: e.id.as_deref(),
+        kv: PartWire::of(&p.kv, |k| KvLogWire {
+            key: k.key.as_deref(),
+            ns: &k.ns,
+            op: k.op.name(),
+        }),
+        outcome: outcome(&e.outcome),
+        positions: PartWire::of(&p.positions, |x| PositionLogWire {
+            consumer_group: &x.group,
+            offset: x.offset,
+            partition: &x.partition,
+            queue: &x.queue,
+        }),
+        pushes: PartWire::of(&p.pushes, |m| PushLogWire {
+            duplicate: m.duplicate,
+            offset: m.offset,
+            partition: &m.partition,
+            partition_id: m.partition_id.map(|id| id.to_string()),
+            queue: &m.queue,
+            transaction_id: m.transaction_id.as_deref(),
+        }),
+        seq: e.seq,
+        timers: PartWire::of(&p.timers, |t| TimerLogWire {
+            op: t.op,
+            queue: &t.queue,
+            timer_key: &t.timer_key,
+        }),
+        user_agent: e.user_agent.as_deref(),
+    }
+}
+
+/// Renders a read of the transaction log.
+pub fn log(r: &Recent) -> LogWire<'_> {
+    LogWire {
+        transactions: r.entries.iter().map(|e| entry(e, r)).collect(),
     }
 }
