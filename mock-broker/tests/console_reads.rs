@@ -289,9 +289,15 @@ async fn the_log_shows_each_rollback_with_the_reason_its_answer_gave() {
     let body = step(&msg);
     assert_eq!(h.txn_ok(body.clone()).await["success"], true);
 
-    // The same step committed a second time.
+    // The same step committed a second time: its lease went with the first commit.
     let again = h.txn_ok(body).await;
-    assert_eq!(again["success"], false, "{again}");
+    assert_eq!(again["reason"], "rejected_ack", "{again}");
+    assert!(
+        again["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("invalid or expired lease")),
+        "{again}"
+    );
     // A push whose transaction id is already in its partition's window.
     let dup = json!({"operations": [{"type": "push", "items": [{"queue": "receipts", "partition": "r", "transactionId": "r-1", "payload": {}}]}]});
     let duplicate = h.txn_ok(dup).await;
