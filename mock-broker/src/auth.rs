@@ -25,6 +25,21 @@ pub enum Role {
 }
 
 impl Role {
+    /// Its name: `read-only`, `read-write` or `admin`.
+    ///
+    /// ```
+    /// use queen_mock_broker::auth::Role;
+    /// assert_eq!(Role::ReadWrite.as_str(), "read-write");
+    /// assert_eq!(Role::parse(Role::Admin.as_str()), Some(Role::Admin));
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::ReadOnly => "read-only",
+            Role::ReadWrite => "read-write",
+            Role::Admin => "admin",
+        }
+    }
+
     /// Parses `read-only`, `read-write` or `admin` (also with `_`).
     pub fn parse(s: &str) -> Option<Role> {
         match s.replace('_', "-").as_str() {
@@ -316,7 +331,8 @@ fn verify_jwt(token: &str, secret: &[u8], auth: &Auth, now: i64) -> Result<Ident
 /// but leases messages, may commit them (`autoAck=true`) and may create a consumer
 /// group's subscription, so it needs `read-write` like every other write.
 pub fn required_role(method: &str, path: &str) -> Option<Role> {
-    if path == "/health" {
+    // The console's files hold no data: the page asks for a token and reads the API.
+    if path == "/health" || crate::http::console::is_public(method, path) {
         return None;
     }
     // Deleting a queue or a group; and the process's own figures (CPU, memory,

@@ -100,6 +100,7 @@ pub struct MockBrokerBuilder {
     storage_reserve: u64,
     checkpoint_every: Duration,
     write_mode: WriteMode,
+    console: bool,
 }
 
 impl Default for MockBrokerBuilder {
@@ -118,6 +119,7 @@ impl Default for MockBrokerBuilder {
             storage_reserve: 0,
             checkpoint_every: store::wal::CHECKPOINT_EVERY,
             write_mode: WriteMode::Grouped,
+            console: true,
         }
     }
 }
@@ -443,6 +445,24 @@ impl MockBrokerBuilder {
         self
     }
 
+    /// Serves the web console at `/console` (default on): a page that reads the API
+    /// with the visitor's token, so it shows what that token may see (see the
+    /// crate's README). `false` answers 404 there, as for any unknown route.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let on = MockBroker::builder().start().await?;
+    /// assert_eq!(reqwest::get(format!("{}/console", on.url())).await?.status(), 200);
+    /// let off = MockBroker::builder().console(false).start().await?;
+    /// assert_eq!(reqwest::get(format!("{}/console", off.url())).await?.status(), 404);
+    /// # Ok(()) }
+    /// ```
+    pub fn console(mut self, on: bool) -> Self {
+        self.console = on;
+        self
+    }
+
     /// Opens storage, binds, and starts serving (the timer scheduler included).
     ///
     /// ```
@@ -489,12 +509,17 @@ impl MockBrokerBuilder {
             Engine::start_with(Arc::new(db), self.clock, self.storage_cap, self.write_mode);
         engine.spawn_scheduler();
         let harness = self.harness.then(Harness::default);
-        let app = crate::http::router_with(engine.clone(), self.auth.clone(), harness.clone())
-            // A body must arrive whole within the same bound as a head: a client that
-            // trickles bytes cannot hold a connection and a buffer for ever.
-            .layer(tower_http::timeout::RequestBodyDeadlineLayer::new(
-                self.serve.header_read_timeout,
-            ));
+        let app = crate::http::router_with(
+            engine.clone(),
+            self.auth.clone(),
+            harness.clone(),
+            self.console,
+        )
+        // A body must arrive whole within the same bound as a head: a client that
+        // trickles bytes cannot hold a connection and a buffer for ever.
+        .layer(tower_http::timeout::RequestBodyDeadlineLayer::new(
+            self.serve.header_read_timeout,
+        ));
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let closing = engine.clone();
         let (serve_opts, drain) = (self.serve, self.drain);

@@ -64,6 +64,14 @@ const FLAGS: &[Flag] = &[
         help: "Keep everything in memory and lose it on exit (ignores --data).",
     },
     Flag {
+        name: "no-console",
+        env: None,
+        value: None,
+        default: None,
+        help: "Do not serve the web console (at /console, the page that shows queues, \
+               messages, dead letters, KV, timers and transactions through the API).",
+    },
+    Flag {
         name: "token-file",
         env: Some("QUEEN_TOKEN_FILE"),
         value: Some("PATH"),
@@ -174,6 +182,7 @@ struct Args {
     listen: SocketAddr,
     data: PathBuf,
     in_memory: bool,
+    no_console: bool,
     token_file: Option<PathBuf>,
     jwt_secret: Option<String>,
     jwt_default_tenant: Option<String>,
@@ -271,6 +280,7 @@ impl Args {
             listen: typed("listen", text("listen"), from_str)?.expect("a default"),
             data: PathBuf::from(text("data").expect("a default")),
             in_memory: given.contains_key("in-memory"),
+            no_console: given.contains_key("no-console"),
             token_file: text("token-file").map(PathBuf::from),
             jwt_secret: text("jwt-secret"),
             jwt_default_tenant: text("jwt-default-tenant"),
@@ -375,7 +385,8 @@ async fn serve(args: Args) -> ExitCode {
         .listen(args.listen)
         .max_connections(args.max_connections)
         .header_read_timeout(Duration::from_secs(args.header_timeout_secs))
-        .drain_period(Duration::from_secs(args.drain_secs));
+        .drain_period(Duration::from_secs(args.drain_secs))
+        .console(!args.no_console);
     if args.in_memory {
         tracing::info!("in-memory mode: nothing is kept after exit");
     } else {
@@ -423,6 +434,9 @@ async fn serve(args: Args) -> ExitCode {
         }
     };
     println!("queen-mock-broker listening on {}", broker.url());
+    if !args.no_console {
+        println!("console: {}/console", broker.url());
+    }
 
     shutdown_signal().await;
     tracing::info!("shutting down: finishing in-flight requests and commits");

@@ -3,6 +3,7 @@
 
 mod acks;
 mod browse;
+pub(crate) mod console;
 mod ephemeral;
 pub mod error;
 pub mod extract;
@@ -244,17 +245,27 @@ fn closing() -> Response {
 
 /// The broker's routes, with authentication when `auth` is given.
 pub fn router(engine: Engine, auth: Option<Auth>) -> Router {
-    router_with(engine, auth, None)
+    router_with(engine, auth, None, true)
 }
 
 /// [`router`], running every call inside `harness` when one is given.
-pub(crate) fn router_with(engine: Engine, auth: Option<Auth>, harness: Option<Harness>) -> Router {
+pub(crate) fn router_with(
+    engine: Engine,
+    auth: Option<Auth>,
+    harness: Option<Harness>,
+    console: bool,
+) -> Router {
     let state = AppState {
         engine,
         auth: auth.map(Arc::new),
         harness,
     };
-    Router::new()
+    let routes = if console {
+        console::routes()
+    } else {
+        Router::new()
+    };
+    routes
         .route("/health", get(queues::health))
         .route("/api/v1/configure", post(queues::configure))
         .route("/api/v1/resources/queues", get(resources::list))
