@@ -422,7 +422,7 @@ impl MockBrokerBuilder {
     /// How the writer takes commands (default [`WriteMode::Grouped`], group commit).
     /// [`WriteMode::Lockstep`] makes each write run alone while the thread that sent
     /// it waits: with every client on one current-thread runtime, on a paused tokio
-    /// clock and this broker's [`ManualClock`](crate::ManualClock), a run then depends
+    /// clock and this broker's [`ManualClock`], a run then depends
     /// on nothing but its inputs, and replays exactly (as `queen-verify` runs it).
     ///
     /// ```
