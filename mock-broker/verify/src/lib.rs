@@ -237,6 +237,7 @@ mod check;
 mod cli;
 mod invariant;
 mod remote;
+mod replicas;
 mod report;
 mod run;
 mod schedule;

@@ -28,17 +28,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use queen_sdk::{Client, DlqQuery, PushItem, QueueOptions};
-use serde_json::Value;
+use queen_sdk::{Client, PushItem, QueueOptions};
 use tokio::runtime::Handle;
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::mpsc;
 
 use crate::check::WorkerCheck;
 use crate::invariant::State;
-use crate::report::{Event, Violation};
+use crate::replicas::{self, Replica};
+use crate::report::Event;
 use crate::run::{
-    REPLICA_AGENT, RunOutcome, RunSpec, SETUP_AGENT, SetupStep, Stop, harness_failure, prepare,
+    REPLICA_AGENT, RunOutcome, RunSpec, SETUP_AGENT, SetupStep, harness_failure, prepare,
     setup_failure,
 };
 use crate::schedule::Schedule;
@@ -325,27 +324,6 @@ impl Remote {
     }
 }
 
-/// One running copy of the worker, its client pointed at the proxy.
-struct Replica {
-    index: usize,
-    handle: JoinHandle<Result<(), String>>,
-    stop: Option<oneshot::Sender<()>>,
-    reported: bool,
-}
-
-impl Replica {
-    fn start(spec: &RunSpec, client: Client, index: usize) -> Replica {
-        let (tx, rx) = oneshot::channel();
-        let handle = tokio::spawn((spec.worker)(client, Stop { rx }));
-        Replica {
-            index,
-            handle,
-            stop: Some(tx),
-            reported: false,
-        }
-    }
-}
-
 /// Whether the worker's group has acknowledged every input, read from the group's
 /// detail; a failed read is "not yet".
 async fn all_acked(admin: &Client, spec: &RunSpec) -> bool {
@@ -464,7 +442,7 @@ pub(crate) async fn run_remote(
     let mut replicas = Vec::new();
     for i in 0..spec.replicas.max(1) {
         match replica_client(i) {
-            Ok(c) => replicas.push(Replica::start(&spec, c, i)),
+            Ok(c) => replicas.push(Replica::start(&spec.worker, c, i)),
             Err(e) => return setup_failure(e),
         }
     }
@@ -475,14 +453,11 @@ pub(crate) async fn run_remote(
         tokio::select! {
             Some(Action::RestartWorker(r)) = requests.recv() => {
                 if let Some(rep) = replicas.iter_mut().find(|x| x.index == r) {
-                    rep.handle.abort();
-                    let _ = (&mut rep.handle).await;
+                    rep.cancel().await;
                     match replica_client(r) {
-                        Ok(c) => *rep = Replica::start(&spec, c, r),
+                        Ok(c) => *rep = Replica::start(&spec.worker, c, r),
                         Err(e) => {
-                            for r in &replicas {
-                                r.handle.abort();
-                            }
+                            replicas.iter().for_each(Replica::abort);
                             proxy.shutdown().await;
                             return harness_failure(format!("restarting worker {r}: {e}"));
                         }
@@ -492,20 +467,7 @@ pub(crate) async fn run_remote(
             },
             () = tokio::time::sleep(Duration::from_millis(50)) => {}
         }
-        for r in &mut replicas {
-            if !r.reported && r.handle.is_finished() {
-                r.reported = true;
-                let outcome = match (&mut r.handle).await {
-                    Ok(Ok(())) => "returned".to_string(),
-                    Ok(Err(e)) => format!("failed: {e}"),
-                    Err(e) => format!("panicked: {e}"),
-                };
-                control.event(Event::WorkerExit {
-                    replica: r.index,
-                    outcome,
-                });
-            }
-        }
+        replicas::note_exits(&mut replicas, |e| control.event(e)).await;
         if all_acked(&admin, &spec).await {
             break;
         }
@@ -517,34 +479,7 @@ pub(crate) async fn run_remote(
 
     // Stop: no more faults; each replica drains; calls still in flight finish.
     control.disarm();
-    for r in &mut replicas {
-        if let Some(stop) = r.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-    for r in &mut replicas {
-        match tokio::time::timeout(Duration::from_secs(10), &mut r.handle).await {
-            Ok(res) if !r.reported => {
-                let outcome = match res {
-                    Ok(Ok(())) => "stopped".to_string(),
-                    Ok(Err(e)) => format!("stopped with an error: {e}"),
-                    Err(e) => format!("panicked: {e}"),
-                };
-                control.event(Event::WorkerExit {
-                    replica: r.index,
-                    outcome,
-                });
-            }
-            Ok(_) => {}
-            Err(_) => {
-                r.handle.abort();
-                control.event(Event::WorkerExit {
-                    replica: r.index,
-                    outcome: "did not stop within 10 s: cancelled".into(),
-                });
-            }
-        }
-    }
+    replicas::stop(&mut replicas, |e| control.event(e)).await;
     let settle = Instant::now();
     while control.in_flight() > 0 && settle.elapsed() < Duration::from_secs(5) {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -552,21 +487,10 @@ pub(crate) async fn run_remote(
     proxy.shutdown().await;
 
     // The invariants, over the broker's state read through its API.
-    let mut dead = Vec::new();
-    for q in &input_queues {
-        match admin
-            .dlq::<Value>(DlqQuery {
-                limit: Some(1000),
-                ..DlqQuery::queue(*q)
-            })
-            .await
-        {
-            Ok(page) => dead.extend(page.messages),
-            Err(e) => {
-                return harness_failure(format!("reading the dead letters of {q} at {url}: {e}"));
-            }
-        }
-    }
+    let dead = match replicas::dead_letters(&admin, &spec).await {
+        Ok(d) => d,
+        Err(e) => return harness_failure(format!("{e} at {url}")),
+    };
     let evaluated = {
         let spec = Arc::clone(&spec);
         let url = url.to_string();
@@ -586,13 +510,7 @@ pub(crate) async fn run_remote(
         Err(e) => return harness_failure(format!("evaluating the invariants: {e}")),
     };
     if violation.is_none() && timed_out {
-        violation = Some(Violation {
-            invariant: "every input acknowledged".into(),
-            detail: format!(
-                "the worker had not acknowledged every input after {:?}",
-                spec.run_timeout
-            ),
-        });
+        violation = Some(replicas::timed_out(&spec));
     }
     let (trace, faults_hit) = control.take();
     RunOutcome {

@@ -29,14 +29,14 @@ use std::time::Duration;
 
 use queen_mock_broker::harness::{CallInfo, FaultKind as HttpFault, HookFuture, RequestHook};
 use queen_mock_broker::{ManualClock, MockBroker, WriteMode};
-use queen_sdk::{Client, DlqQuery, PushItem, RetryPolicy, Ttl};
+use queen_sdk::{Client, PushItem, RetryPolicy, Ttl};
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc, oneshot};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::check::{Input, SetupError};
 use crate::invariant::{Invariant, State};
+use crate::replicas::{self, Replica};
 use crate::report::{Event, HARNESS_FAILED, SETUP_FAILED, TraceCall, TraceEntry, Violation};
 use crate::schedule::{Fault, Route, Schedule};
 
@@ -345,31 +345,14 @@ impl RequestHook for EpochHook {
     }
 }
 
-/// One running copy of the worker.
-struct Replica {
-    index: usize,
-    handle: JoinHandle<Result<(), String>>,
-    stop: Option<oneshot::Sender<()>>,
-    reported: bool,
-}
-
-impl Replica {
-    fn start(spec: &RunSpec, url: &str, index: usize) -> Replica {
-        let client = Client::builder()
-            .url(url)
-            .user_agent(format!("{REPLICA_AGENT}{index}"))
-            .retry(spec.retry.clone())
-            .build()
-            .expect("a client for the in-process broker");
-        let (tx, rx) = oneshot::channel();
-        let handle = tokio::spawn((spec.worker)(client, Stop { rx }));
-        Replica {
-            index,
-            handle,
-            stop: Some(tx),
-            reported: false,
-        }
-    }
+/// A client for replica `index` of the in-process broker at `url`.
+fn replica_client(spec: &RunSpec, url: &str, index: usize) -> Client {
+    Client::builder()
+        .url(url)
+        .user_agent(format!("{REPLICA_AGENT}{index}"))
+        .retry(spec.retry.clone())
+        .build()
+        .expect("a client for the in-process broker")
 }
 
 async fn start_broker(
@@ -592,7 +575,7 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
     set_hook(&broker, epoch, &control);
     control.touch();
     let mut replicas: Vec<Replica> = (0..spec.replicas.max(1))
-        .map(|i| Replica::start(&spec, &url, i))
+        .map(|i| Replica::start(&spec.worker, replica_client(&spec, &url, i), i))
         .collect();
 
     let started = Instant::now();
@@ -612,9 +595,8 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
             Some(action) = requests.recv() => match action {
                 Action::RestartWorker(r) => {
                     if let Some(rep) = replicas.iter_mut().find(|x| x.index == r) {
-                        rep.handle.abort();
-                        let _ = (&mut rep.handle).await;
-                        *rep = Replica::start(&spec, &url, r);
+                        rep.cancel().await;
+                        *rep = Replica::start(&spec.worker, replica_client(&spec, &url, r), r);
                         control.event(Event::WorkerRestart { replica: r });
                     }
                 }
@@ -624,9 +606,7 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
                     broker = match start_broker(&path, &clock, Some(addr)).await {
                         Ok(b) => b,
                         Err(e) => {
-                            for r in &replicas {
-                                r.handle.abort();
-                            }
+                            replicas.iter().for_each(Replica::abort);
                             return harness_failure(format!("restarting the broker: {e}"));
                         }
                     };
@@ -639,20 +619,7 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
             () = tokio::time::sleep_until(idle_at.max(Instant::now() + Duration::from_millis(1))) => {}
         }
         control.sync_clock();
-        for r in &mut replicas {
-            if !r.reported && r.handle.is_finished() {
-                r.reported = true;
-                let outcome = match (&mut r.handle).await {
-                    Ok(Ok(())) => "returned".to_string(),
-                    Ok(Err(e)) => format!("failed: {e}"),
-                    Err(e) => format!("panicked: {e}"),
-                };
-                control.event(Event::WorkerExit {
-                    replica: r.index,
-                    outcome,
-                });
-            }
-        }
+        replicas::note_exits(&mut replicas, |e| control.event(e)).await;
         if all_acked(&broker, &spec) {
             break;
         }
@@ -674,56 +641,17 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
 
     // Stop: no more faults; each replica drains; calls still in flight finish.
     control.armed.store(false, Ordering::SeqCst);
-    for r in &mut replicas {
-        if let Some(stop) = r.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-    for r in &mut replicas {
-        match tokio::time::timeout(Duration::from_secs(10), &mut r.handle).await {
-            Ok(res) if !r.reported => {
-                let outcome = match res {
-                    Ok(Ok(())) => "stopped".to_string(),
-                    Ok(Err(e)) => format!("stopped with an error: {e}"),
-                    Err(e) => format!("panicked: {e}"),
-                };
-                control.event(Event::WorkerExit {
-                    replica: r.index,
-                    outcome,
-                });
-            }
-            Ok(_) => {}
-            Err(_) => {
-                r.handle.abort();
-                control.event(Event::WorkerExit {
-                    replica: r.index,
-                    outcome: "did not stop within 10 s: cancelled".into(),
-                });
-            }
-        }
-    }
+    replicas::stop(&mut replicas, |e| control.event(e)).await;
     let settle = Instant::now();
     while control.in_flight() > 0 && settle.elapsed() < Duration::from_secs(5) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 
     // The invariants, over the stored state.
-    let mut queues: Vec<&str> = spec.inputs.iter().map(|i| i.queue.as_str()).collect();
-    queues.sort_unstable();
-    queues.dedup();
-    let mut dead = Vec::new();
-    for q in queues {
-        match admin
-            .dlq::<serde_json::Value>(DlqQuery {
-                limit: Some(1000),
-                ..DlqQuery::queue(q)
-            })
-            .await
-        {
-            Ok(page) => dead.extend(page.messages),
-            Err(e) => return harness_failure(format!("reading the dead letters of {q}: {e}")),
-        }
-    }
+    let dead = match replicas::dead_letters(&admin, &spec).await {
+        Ok(d) => d,
+        Err(e) => return harness_failure(e),
+    };
     let state = State {
         broker: &broker,
         inputs: &spec.inputs,
@@ -737,13 +665,7 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
         })
     });
     if violation.is_none() && timed_out {
-        violation = Some(Violation {
-            invariant: "every input acknowledged".into(),
-            detail: format!(
-                "the worker had not acknowledged every input after {:?}",
-                spec.run_timeout
-            ),
-        });
+        violation = Some(replicas::timed_out(&spec));
     }
     broker.shutdown().await;
     drop(dir);
