@@ -192,8 +192,8 @@
 //! - it happens on a one-thread tokio runtime whose clock is paused, so waiting costs
 //!   nothing: the SDK's backoffs and long-polls, lease renewals, the idle window, a
 //!   lease-expiry hold and a `Delay` fault all move virtual time instead of sleeping
-//!   (`verify-worker`'s 500 schedules and two broken workers take 3.5 s where they
-//!   took 90 s of real waiting before; see BENCHMARKS.md);
+//!   (`verify-worker`'s 500 schedules and two broken workers took 2.1 s against 91.2 s
+//!   of mostly real waiting before, in one run; see BENCHMARKS.md);
 //! - the broker's clock starts at the same instant on every run
 //!   (2026-01-01T00:00:00Z) and moves with virtual time, plus the run's jumps;
 //! - the broker's writer runs in lockstep with the runtime
