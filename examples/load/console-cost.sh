@@ -4,8 +4,9 @@
 # one page of it open, in an order that alternates from round to round; each ratio is
 # taken inside one round, the table gives the median and range. "Open" is what that page
 # asks every 2 s while it is visible (VIEW: `queues`, the page it opens on, by default;
-# `queue`, one queue's detail, a scan of that queue; `transactions`, the in-memory log;
-# `dlq`), with the tenant's data growing all along under the load. A browser is not
+# `queue`, one queue's page, whose full detail, a scan of the queue, is read once when it
+# opens and is not counted here; `transactions`, the in-memory log; `dlq`), with the
+# tenant's data growing all along under the load. A browser is not
 # started: on a developer's machine it is not on the broker's cores, and here it would be.
 #
 #   bash examples/load/console-cost.sh                 # 6 rounds of ack-push, 5 s each
@@ -28,7 +29,7 @@ broker_start "$OUT/broker.log"
 # load's input, looked up by a status read each time).
 case $VIEW in
   queues) PATHS=('/api/v1/status/queues?limit=1000') ;;
-  queue) PATHS=(/api/v1/resources/queues/QUEUE /api/v1/consumer-groups) ;;
+  queue) PATHS=('/api/v1/resources/partitions?queue=QUEUE&limit=1000' /api/v1/consumer-groups) ;;
   transactions) PATHS=('/api/v1/transactions?limit=50') ;;
   dlq) PATHS=('/api/v1/dlq?limit=100') ;;
   *) echo "VIEW is queues, queue, transactions or dlq" >&2; exit 2 ;;

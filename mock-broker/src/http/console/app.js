@@ -77,16 +77,33 @@
     };
   }
 
+  // A queue's full detail (its configuration and each partition's counts by state) is a
+  // scan of the whole queue: read once when its page opens, not at every refresh. The
+  // refreshed figures come from reads that cost no scan (watermarks, cursors).
+  let detail = { name: null, at: null, data: null };
+
   async function queue(name) {
-    const [q, groups] = await Promise.all([
-      api(`/api/v1/resources/queues/${enc(name)}`),
+    if (detail.name !== name) {
+      detail = { name, at: null, data: await api(`/api/v1/resources/queues/${enc(name)}`) };
+      detail.at = new Date();
+    }
+    const q = detail.data;
+    const [live, groups] = await Promise.all([
+      api(`/api/v1/resources/partitions?queue=${enc(name)}&limit=1000`),
       api('/api/v1/consumer-groups'),
     ]);
-    const parts = q.partitions.map((p) => [
-      `<a href="#/messages/${enc(name)}/${enc(p.name)}" data-key="p:${esc(p.name)}">${esc(p.name)}</a>`,
-      esc(p.id), num(p.firstOffset), num(p.nextOffset), num(p.stats.pending), num(p.stats.processing),
-      num(p.stats.completed), num(p.stats.deadLetter), num(p.consumerGroups), time(p.lastMessageAt),
-    ]);
+    const byName = new Map(q.partitions.map((p) => [p.name, p]));
+    const parts = live.partitions
+      .slice()
+      .sort((a, b) => a.partition.localeCompare(b.partition))
+      .map((p) => {
+        const d = byName.get(p.partition);
+        return [
+          `<a href="#/messages/${enc(name)}/${enc(p.partition)}" data-key="p:${esc(p.partition)}">${esc(p.partition)}</a>`,
+          esc(p.id), num(p.pending), num(p.processing), p.lagSeconds === null ? 'caught up' : `${num(p.lagSeconds)} s`,
+          d ? num(d.stats.completed) : '—', d ? num(d.stats.deadLetter) : '—', d ? num(d.consumerGroups) : '—',
+        ];
+      });
     const gs = groups.filter((g) => g.queueName === name).map((g) => [
       esc(g.name === '__QUEUE_MODE__' ? '__QUEUE_MODE__ (competing consumers)' : g.name),
       num(g.members), num(g.partitionsWithLag), num(g.totalLag), g.maxTimeLag === null ? '—' : `${num(g.maxTimeLag)} s`, esc(g.state),
@@ -96,8 +113,8 @@
       section: 'queues',
       title: `Queue ${name}`,
       html: `<p class="crumbs"><a href="#/queues">Queues</a> › ${esc(name)}</p><h2>Queue ${esc(name)}</h2>
-${facts([['Messages', `${num(t.total)} (pending ${num(t.pending)}, processing ${num(t.processing)}, completed ${num(t.completed)}, dead letters ${num(t.deadLetter)})`], ['Lease time', `${num(q.config.leaseTime)} s`], ['Retry limit', num(q.config.retryLimit)], ['Created', time(q.createdAt)]])}
-<h3>Partitions</h3>${table(`Partitions of ${name}`, [['Partition'], ['Id'], ['First offset', 1], ['Next offset', 1], ['Pending', 1], ['Processing', 1], ['Completed', 1], ['Dead letters', 1], ['Groups', 1], ['Last message']], parts, 'No partitions.')}
+${facts([['Lease time', `${num(q.config.leaseTime)} s`], ['Retry limit', num(q.config.retryLimit)], ['Created', time(q.createdAt)], [`When the page opened (${esc(detail.at.toLocaleTimeString('en-GB'))})`, `${num(t.total)} stored: completed ${num(t.completed)}, dead letters ${num(t.deadLetter)}`]])}
+<h3>Partitions</h3>${table(`Partitions of ${name} (completed and dead letters as when the page opened)`, [['Partition'], ['Id'], ['Pending', 1], ['Processing', 1], ['Oldest unread'], ['Completed', 1], ['Dead letters', 1], ['Groups', 1]], parts, 'No partitions.')}
 <h3>Consumer groups</h3>${table(`Consumer groups reading ${name}`, [['Group'], ['Partitions read', 1], ['Partitions behind', 1], ['Lag (messages)', 1], ['Oldest unread'], ['State']], gs, 'No group has read this queue yet.')}`,
     };
   }
@@ -343,7 +360,7 @@ ${facts([['Acks', acks], ['Pushes', pushes], ['KV', kv], ['Timers', timers], ['P
     await render();
   });
 
-  window.addEventListener('hashchange', () => { shown = ''; render(true); });
+  window.addEventListener('hashchange', () => { shown = ''; detail = { name: null, at: null, data: null }; render(true); });
   setInterval(() => {
     // Signed in only: a page waiting for a token asks nothing of the broker.
     if (me && $('live').checked && document.visibilityState === 'visible') render();
