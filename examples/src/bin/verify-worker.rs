@@ -87,11 +87,16 @@ fn inputs() -> Vec<Input> {
 /// The order worker's step, as `spec/transaction.md` writes it.
 fn order_step(ack: TransactionBuilder, msg: &Message<OrderPaid>) -> TransactionBuilder {
     let o = &msg.data;
-    ack.push("receipts", |p| {
+    let step = ack.push("receipts", |p| {
         p.partition(&o.customer)
             .payload(&json!({"orderId": o.order_id, "total": o.total}))
-    })
-    .kv(|k| {
+    });
+    order_state(step, o)
+}
+
+/// The rest of the step: the order's state, its `once` marker, its reminder.
+fn order_state(step: TransactionBuilder, o: &OrderPaid) -> TransactionBuilder {
+    step.kv(|k| {
         k.put(
             "orders",
             &o.order_id,
@@ -207,21 +212,7 @@ fn fresh_ids(schedules: usize) -> WorkerCheck {
                                     )),
                                 ])
                                 .await?;
-                            let step = ack
-                                .kv(|k| {
-                                    k.put(
-                                        "orders",
-                                        &o.order_id,
-                                        &json!({"status": "paid"}),
-                                        Ttl::days(30),
-                                    )
-                                })
-                                .once("paid", format!("{}-paid", o.order_id), Ttl::days(1))
-                                .timer("reminders", &o.order_id, |t| {
-                                    t.after(Duration::from_secs(86_400))
-                                        .payload(&json!({"orderId": o.order_id}))
-                                });
-                            Ok::<_, queen_sdk::Error>(step)
+                            Ok::<_, queen_sdk::Error>(order_state(ack, o))
                         }
                     },
                     stop,

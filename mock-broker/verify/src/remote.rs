@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use queen_sdk::{Client, PushItem, QueueOptions};
+use queen_sdk::{Client, QueueOptions};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
@@ -37,7 +37,7 @@ use crate::invariant::State;
 use crate::replicas::{self, Replica};
 use crate::report::Event;
 use crate::run::{
-    REPLICA_AGENT, RunOutcome, RunSpec, SETUP_AGENT, SetupStep, harness_failure, prepare,
+    REPLICA_AGENT, RunOutcome, RunSpec, SETUP_AGENT, SetupStep, harness_failure, set_up,
     setup_failure,
 };
 use crate::schedule::Schedule;
@@ -373,25 +373,10 @@ pub(crate) async fn run_remote(
             return setup_failure(format!("configuring the queue {q} at {url}: {e}"));
         }
     }
-    let prepared = Instant::now();
-    if let Err(e) = prepare(&spec, &admin).await {
-        return setup_failure(e);
-    }
-    let prepare_took = prepared.elapsed();
-    if !spec.inputs.is_empty() {
-        let items = spec
-            .inputs
-            .iter()
-            .map(|i| {
-                PushItem::new(&i.queue, &i.payload)
-                    .partition(&i.partition)
-                    .transaction_id(&i.transaction_id)
-            })
-            .collect();
-        if let Err(e) = admin.push(items).await {
-            return setup_failure(format!("pushing the inputs to {url}: {e}"));
-        }
-    }
+    let prepare_took = match set_up(&spec, &admin).await {
+        Ok(took) => took,
+        Err(e) => return setup_failure(format!("{e} (at {url})")),
+    };
     let reader = RemoteReader {
         handle: Handle::current(),
         client: admin.clone(),

@@ -501,6 +501,30 @@ fn scratch_dir() -> std::io::Result<tempfile::TempDir> {
     tempfile::tempdir()
 }
 
+/// Writes the run's initial state ([`prepare`]), then pushes the inputs, with the
+/// verifier's own client; answers how long the initial state took.
+pub(crate) async fn set_up(spec: &RunSpec, admin: &Client) -> Result<Duration, String> {
+    let prepared = Instant::now();
+    prepare(spec, admin).await?;
+    let took = prepared.elapsed();
+    if !spec.inputs.is_empty() {
+        let items = spec
+            .inputs
+            .iter()
+            .map(|i| {
+                PushItem::new(&i.queue, &i.payload)
+                    .partition(&i.partition)
+                    .transaction_id(&i.transaction_id)
+            })
+            .collect();
+        admin
+            .push(items)
+            .await
+            .map_err(|e| format!("pushing the inputs: {e}"))?;
+    }
+    Ok(took)
+}
+
 /// Runs the worker under `schedule` on a fresh broker and checks the invariants.
 pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcome {
     let dir = match scratch_dir() {
@@ -525,27 +549,14 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
         Ok(c) => c,
         Err(e) => return setup_failure(e.to_string()),
     };
-    // The initial state, before the inputs and before any fault can be done.
-    let prepared = Instant::now();
-    if let Err(e) = prepare(&spec, &admin).await {
-        broker.shutdown().await;
-        return setup_failure(e);
-    }
-    let prepare_took = prepared.elapsed();
-    if !spec.inputs.is_empty() {
-        let items = spec
-            .inputs
-            .iter()
-            .map(|i| {
-                PushItem::new(&i.queue, &i.payload)
-                    .partition(&i.partition)
-                    .transaction_id(&i.transaction_id)
-            })
-            .collect();
-        if let Err(e) = admin.push(items).await {
-            return setup_failure(format!("pushing the inputs: {e}"));
+    // The initial state and the inputs, before any fault can be done.
+    let prepare_took = match set_up(&spec, &admin).await {
+        Ok(took) => took,
+        Err(e) => {
+            broker.shutdown().await;
+            return setup_failure(e);
         }
-    }
+    };
 
     let (actions, mut requests) = mpsc::unbounded_channel();
     let control = Arc::new(Control {
