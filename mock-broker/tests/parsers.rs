@@ -754,14 +754,24 @@ fn the_decoders_take_any_bytes() {
 fn the_judge_reports_5xx_bare_4xx_commits_on_refusal_and_non_json() {
     use fuzzing::judge;
     let error = br#"{"error":"bad","code":"bad_request"}"#;
-    assert_eq!(judge(b"GET", 200, b"{}", 1), Ok(()));
-    assert_eq!(judge(b"GET", 204, b"", 0), Ok(()));
-    assert_eq!(judge(b"POST", 400, error, 0), Ok(()));
+    let api = b"/api/v1/push";
+    assert_eq!(judge(b"GET", api, 200, b"{}", 1), Ok(()));
+    assert_eq!(judge(b"GET", api, 204, b"", 0), Ok(()));
+    assert_eq!(judge(b"POST", api, 400, error, 0), Ok(()));
     assert_eq!(
-        judge(b"HEAD", 404, b"", 0),
+        judge(b"HEAD", api, 404, b"", 0),
         Ok(()),
         "an answer to HEAD has no body"
     );
+    // The console's files are pages, and `/` redirects to them; nothing else does.
+    assert_eq!(
+        judge(b"GET", b"/console", 200, b"<!doctype html>", 0),
+        Ok(())
+    );
+    assert_eq!(judge(b"GET", b"/?x=1", 303, b"", 0), Ok(()));
+    assert!(judge(b"GET", b"/console/whoami", 200, b"<!doctype html>", 0).is_err());
+    assert!(judge(b"GET", b"/console", 500, b"", 0).is_err());
+    assert!(judge(b"GET", b"/console", 200, b"<!doctype html>", 1).is_err());
     let findings: &[(u16, &[u8], u64)] = &[
         (500, br#"{"error":"internal error","code":"internal"}"#, 0),
         (503, br#"{"error":"retry","code":"retry"}"#, 0),
@@ -775,7 +785,7 @@ fn the_judge_reports_5xx_bare_4xx_commits_on_refusal_and_non_json() {
     ];
     for (status, body, wrote) in findings {
         assert!(
-            judge(b"POST", *status, body, *wrote).is_err(),
+            judge(b"POST", api, *status, body, *wrote).is_err(),
             "{status} {:?} wrote {wrote}",
             String::from_utf8_lossy(body)
         );
@@ -903,7 +913,7 @@ fn replay_the_fuzz_corpora_against_a_running_broker() {
                             let raw = wire_request(&call)?;
                             Some((
                                 f.clone(),
-                                call.method.clone(),
+                                (call.method.clone(), call.target.clone()),
                                 wire_exchange(addr, &raw, wait),
                             ))
                         })
@@ -912,7 +922,7 @@ fn replay_the_fuzz_corpora_against_a_running_broker() {
                 handles.into_iter().map(|h| h.join().unwrap()).collect()
             });
             for answer in answers {
-                let Some((file, method, answer)) = answer else {
+                let Some((file, (method, target_path), answer)) = answer else {
                     unsendable += 1;
                     continue;
                 };
@@ -926,7 +936,7 @@ fn replay_the_fuzz_corpora_against_a_running_broker() {
                     400..=499 => c4xx += 1,
                     _ => {}
                 }
-                if let Err(e) = fuzzing::judge(&method, status, &body, 0) {
+                if let Err(e) = fuzzing::judge(&method, &target_path, status, &body, 0) {
                     failures.push(format!("{target} {}: {e}", file.display()));
                 }
             }

@@ -11,9 +11,10 @@
 //! `test-util`.
 //!
 //! A finding is any answer that is not a 2xx or a 4xx (a caught handler panic is a 500
-//! `internal`, so it shows here too; the console's bodiless 303 from `/` is allowed), a
-//! 4xx without `{"error", "code"}`, a 4xx that committed, or a 2xx whose body is not
-//! JSON. A panic anywhere aborts a fuzz target
+//! `internal`, so it shows here too), a 4xx without `{"error", "code"}`, a 4xx that
+//! committed, or a 2xx whose body is not JSON; but the console's own files (`/console`,
+//! its script and style, and the redirects to it) are pages, not JSON: for those an HTML,
+//! JavaScript or CSS 200 and a bodiless 303 are right, and nothing may be written. A panic anywhere aborts a fuzz target
 //! (libfuzzer-sys's panic hook) and is counted by the property test; a hang is caught
 //! by libFuzzer's `-timeout` and by the property test's watchdog.
 
@@ -734,7 +735,7 @@ impl Broker {
             .commits
             - commits;
         self.sent += 1;
-        judge(&call.method, status, &body, wrote)?;
+        judge(&call.method, &call.target, status, &body, wrote)?;
         if (200..300).contains(&status) {
             self.accepted += 1;
         }
@@ -742,9 +743,34 @@ impl Broker {
     }
 }
 
-/// The rules every answer keeps (see the module's text). `wrote`: commits the call made.
-pub fn judge(method: &[u8], status: u16, body: &[u8], wrote: u64) -> Result<(), String> {
+/// Whether `target` (a request's path and query) names one of the console's files or
+/// its redirects: answered without a token, as a page, not as JSON.
+pub fn is_console_file(target: &[u8]) -> bool {
+    // An empty target is sent as `/` (a request line needs a path).
+    let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+    matches!(
+        path,
+        b"" | b"/" | b"/console" | b"/console/" | b"/console/app.js" | b"/console/app.css"
+    )
+}
+
+/// The rules every answer keeps (see the module's text). `target`: the request's path
+/// and query. `wrote`: commits the call made.
+pub fn judge(
+    method: &[u8],
+    target: &[u8],
+    status: u16,
+    body: &[u8],
+    wrote: u64,
+) -> Result<(), String> {
     let text = || String::from_utf8_lossy(&body[..body.len().min(500)]).into_owned();
+    if is_console_file(target) && (status == 200 || status == 303 && body.is_empty()) {
+        return if wrote == 0 {
+            Ok(())
+        } else {
+            Err(format!("a console file made {wrote} commit(s)"))
+        };
+    }
     match status {
         200..=299 => {
             if !body.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err() {
@@ -779,8 +805,6 @@ pub fn judge(method: &[u8], status: u16, body: &[u8], wrote: u64) -> Result<(), 
             }
             Ok(())
         }
-        // The console's one redirect (`GET /` to `/console`): no body, nothing written.
-        303 if body.is_empty() && wrote == 0 => Ok(()),
         _ => Err(format!("answered {status}: {}", text())),
     }
 }
