@@ -37,8 +37,7 @@ use crate::invariant::State;
 use crate::replicas::{self, Replica};
 use crate::report::Event;
 use crate::run::{
-    REPLICA_AGENT, RunOutcome, RunSpec, SETUP_AGENT, SetupStep, harness_failure, set_up,
-    setup_failure,
+    REPLICA_AGENT, RunOutcome, RunSpec, SETUP_AGENT, harness_failure, set_up, setup_failure,
 };
 use crate::schedule::Schedule;
 use proxy::{Action, Control, IN_PROCESS_ONLY, Proxy, Upstream};
@@ -373,8 +372,8 @@ pub(crate) async fn run_remote(
             return setup_failure(format!("configuring the queue {q} at {url}: {e}"));
         }
     }
-    let prepare_took = match set_up(&spec, &admin).await {
-        Ok(took) => took,
+    let setup_event = match set_up(&spec, &admin).await {
+        Ok(event) => event,
         Err(e) => return setup_failure(format!("{e} (at {url})")),
     };
     let reader = RemoteReader {
@@ -406,17 +405,8 @@ pub(crate) async fn run_remote(
 
     let (actions, mut requests) = mpsc::unbounded_channel();
     let control = Control::new(schedule, remote.broker.lease, actions);
-    if !spec.setup.is_empty() {
-        let rows = spec
-            .setup
-            .iter()
-            .filter(|s| matches!(s, SetupStep::KvRow { .. }))
-            .count();
-        control.event(Event::Setup {
-            kv_rows: rows,
-            hooks: spec.setup.len() - rows,
-            took: prepare_took,
-        });
+    if let Some(e) = setup_event {
+        control.event(e);
     }
     let proxy = match Proxy::start(upstream, Arc::clone(&control)).await {
         Ok(p) => p,

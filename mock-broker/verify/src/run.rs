@@ -502,8 +502,9 @@ fn scratch_dir() -> std::io::Result<tempfile::TempDir> {
 }
 
 /// Writes the run's initial state ([`prepare`]), then pushes the inputs, with the
-/// verifier's own client; answers how long the initial state took.
-pub(crate) async fn set_up(spec: &RunSpec, admin: &Client) -> Result<Duration, String> {
+/// verifier's own client; answers the trace's [`Event::Setup`] when there was an
+/// initial state to write.
+pub(crate) async fn set_up(spec: &RunSpec, admin: &Client) -> Result<Option<Event>, String> {
     let prepared = Instant::now();
     prepare(spec, admin).await?;
     let took = prepared.elapsed();
@@ -522,7 +523,16 @@ pub(crate) async fn set_up(spec: &RunSpec, admin: &Client) -> Result<Duration, S
             .await
             .map_err(|e| format!("pushing the inputs: {e}"))?;
     }
-    Ok(took)
+    let kv_rows = spec
+        .setup
+        .iter()
+        .filter(|s| matches!(s, SetupStep::KvRow { .. }))
+        .count();
+    Ok((!spec.setup.is_empty()).then(|| Event::Setup {
+        kv_rows,
+        hooks: spec.setup.len() - kv_rows,
+        took,
+    }))
 }
 
 /// Runs the worker under `schedule` on a fresh broker and checks the invariants.
@@ -550,8 +560,8 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
         Err(e) => return setup_failure(e.to_string()),
     };
     // The initial state and the inputs, before any fault can be done.
-    let prepare_took = match set_up(&spec, &admin).await {
-        Ok(took) => took,
+    let setup_event = match set_up(&spec, &admin).await {
+        Ok(event) => event,
         Err(e) => {
             broker.shutdown().await;
             return setup_failure(e);
@@ -570,17 +580,8 @@ pub(crate) async fn run_one(spec: Arc<RunSpec>, schedule: Schedule) -> RunOutcom
         started: Instant::now(),
         progress: Notify::new(),
     });
-    if !spec.setup.is_empty() {
-        let rows = spec
-            .setup
-            .iter()
-            .filter(|s| matches!(s, SetupStep::KvRow { .. }))
-            .count();
-        control.event(Event::Setup {
-            kv_rows: rows,
-            hooks: spec.setup.len() - rows,
-            took: prepare_took,
-        });
+    if let Some(e) = setup_event {
+        control.event(e);
     }
     let mut epoch = 0;
     set_hook(&broker, epoch, &control);
