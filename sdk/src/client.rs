@@ -301,6 +301,12 @@ pub(crate) enum Replay {
     /// Sending it twice may apply it twice: retry only failures that surely did not
     /// apply; others end in [`Error::OutcomeUnknown`].
     Unsafe,
+    /// Sending the same bytes again is harmless, but only within this call (a
+    /// transaction guarded by a step marker or a push id minted for this call): retry
+    /// any retryable failure, and when the call gives up after an attempt that may
+    /// have applied, answer [`Error::OutcomeUnknown`], since the caller cannot resend
+    /// it safely.
+    Guarded,
 }
 
 /// Per-call settings.
@@ -502,7 +508,7 @@ impl Client {
                 && tokio::time::Instant::now() >= deadline;
             if hit_deadline {
                 let err = Error::DeadlineExceeded { attempts: attempt };
-                return Err(if opts.replay == Replay::Unsafe {
+                return Err(if opts.replay != Replay::Safe {
                     Error::OutcomeUnknown {
                         cause: Box::new(err),
                     }
@@ -532,10 +538,17 @@ impl Client {
                 self.rotate();
             }
             let give_up = |err: Error| {
-                if attempt > 1 {
+                let err = if attempt > 1 {
                     Error::Exhausted {
                         attempts: attempt,
                         last: Box::new(err),
+                    }
+                } else {
+                    err
+                };
+                if opts.replay == Replay::Guarded && maybe_applied_before {
+                    Error::OutcomeUnknown {
+                        cause: Box::new(err),
                     }
                 } else {
                     err

@@ -234,10 +234,12 @@ pub enum Error {
         /// is [`crate::Commit::Gated`], with its own `retried`.)
         retried: bool,
     },
-    /// A call failed in a way that may or may not have applied it, and it was not safe
-    /// to send again: an ungated KV-only or timer-only transaction, a standalone KV
-    /// write, a timer schedule. For a transaction, opt in with
-    /// [`crate::TransactionBuilder::retry_unsafe`] to retry anyway.
+    /// A call failed in a way that may or may not have applied it, and sending it again
+    /// is not safe: a standalone KV write or timer schedule; a transaction on a broker
+    /// without KV that nothing else guards (no step marker can be had there); or a
+    /// transaction guarded for its own resends only (its step marker or push id minted
+    /// for the call) whose last attempt may have applied. For a transaction, opt in
+    /// with [`crate::TransactionBuilder::retry_unsafe`] to resend it as it is.
     #[error("the outcome is unknown (the call may have applied): {cause}")]
     OutcomeUnknown {
         /// What happened.

@@ -171,7 +171,7 @@ async fn a_503_before_applying_is_retried_and_commits_once() {
 }
 
 #[tokio::test]
-async fn an_ungated_kv_only_step_is_not_retried_silently() {
+async fn an_ungated_kv_only_step_is_resent_under_the_step_marker_and_counts_once() {
     let (broker, _clock, client) = setup().await;
     broker
         .faults()
@@ -181,9 +181,16 @@ async fn an_ungated_kv_only_step_is_not_retried_silently() {
         .kv(|k| k.incr("stats", "visits", 1, Ttl::Forever))
         .commit()
         .await;
-    assert!(matches!(out, Err(Error::OutcomeUnknown { .. })), "{out:?}");
-    assert_eq!(broker.requests().matching(TXN).len(), 1, "not resent");
-    // It did commit: the caller now knows to check rather than count twice.
+    // The SDK's step marker gated the resend: the first attempt committed.
+    match out {
+        Ok(Commit::Gated { gate, retried, .. }) => {
+            assert_eq!(gate.kind, queen_sdk::GateKind::Step);
+            assert!(gate.already_done() && retried);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(broker.requests().matching(TXN).len(), 2, "resent once");
+    // Counted once.
     assert_eq!(
         broker
             .inspect()
@@ -193,6 +200,24 @@ async fn an_ungated_kv_only_step_is_not_retried_silently() {
             .value,
         "1"
     );
+}
+
+#[tokio::test]
+async fn retry_unsafe_opts_out_of_the_step_marker_and_counts_twice() {
+    let (broker, _clock, client) = setup().await;
+    broker
+        .faults()
+        .inject(Fault::commit_then_unavailable().on(TXN));
+    let out = client
+        .transaction()
+        .kv(|k| k.incr("stats", "visits", 1, Ttl::Forever))
+        .retry_unsafe(true)
+        .commit()
+        .await
+        .unwrap();
+    assert!(out.committed().unwrap().retried);
+    let visits = broker.inspect().kv_row("stats", "visits").unwrap().unwrap();
+    assert_eq!(visits.value, "2", "what the caller opted into");
 }
 
 #[tokio::test]

@@ -246,20 +246,68 @@ async fn other_4xx_answers_are_never_retried() {
     }
 }
 
+/// A Queen 2 commit of an ungated KV step with the SDK's step marker first among its
+/// KV operations: three `kv` results, the marker's at slot 0.
+fn marked_kv_commit_answer() -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "transactionId": "0199a7c2-61f0-7b02-9a4c-0e5d3f2b8c13", "success": true,
+        "results": [
+            { "index": 0, "type": "kv", "opIndex": 0, "op": "putIfAbsent", "ns": "queen.steps",
+              "key": "k", "applied": true, "version": 1 },
+            { "index": 1, "type": "kv", "opIndex": 1, "op": "incr", "ns": "stats", "key": "orders",
+              "applied": true, "value": 1, "version": 1 },
+            { "index": 2, "type": "kv", "opIndex": 2, "op": "put", "ns": "orders", "key": "order-7",
+              "applied": true, "version": 1 }
+        ]
+    }))
+}
+
 #[tokio::test]
-async fn an_ungated_kv_only_transaction_is_not_retried_after_a_503() {
-    let (server, arrivals) = broker(vec![engine_error(503, "retry"), kv_commit_answer()]).await;
-    let out = ungated_kv(client(&server, fast()).transaction())
+async fn an_ungated_kv_only_transaction_is_resent_under_the_step_marker_after_a_503() {
+    let (server, arrivals) =
+        broker(vec![engine_error(503, "retry"), marked_kv_commit_answer()]).await;
+    let outcome = ungated_kv(client(&server, fast()).transaction())
+        .commit()
+        .await
+        .expect("resent: the marker makes it harmless");
+    let c = outcome.committed().expect("committed");
+    assert!(c.retried);
+    // The caller reads its own two results, numbered as it added them.
+    let kv: Vec<_> = c
+        .kv()
+        .map(|k| (k.index, k.op_index, k.op.as_str()))
+        .collect();
+    assert_eq!(kv, [(0, 0, "incr"), (1, 1, "put")]);
+    assert_eq!(count(&arrivals), 2);
+    let sent = bodies(&server).await;
+    assert_eq!(sent[0], sent[1], "the same bytes, marker and all");
+    let marker = &sent[0]["kv"][0];
+    assert_eq!(marker["op"], "putIfAbsent");
+    assert_eq!(marker["ns"], queen_sdk::STEP_MARKER_NS);
+    assert_eq!(marker["required"], true);
+    assert_eq!(marker["ttlSeconds"], 60, "twice fast()'s 30 s deadline");
+    assert_eq!(sent[0]["kv"][1]["op"], "incr");
+    assert_eq!(sent[0]["kv"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn a_guarded_step_that_keeps_failing_after_it_may_have_applied_is_outcome_unknown() {
+    // The marker guards the call's own resends only: its key is new for each call, so
+    // the caller cannot send the step again safely, and is told so.
+    let (server, arrivals) = broker(vec![engine_error(503, "retry")]).await;
+    let out = ungated_kv(client(&server, fast().max_attempts(3)).transaction())
         .commit()
         .await;
     match out {
         Err(Error::OutcomeUnknown { cause }) => {
-            assert_eq!(cause.status(), Some(503));
-            assert_eq!(cause.code(), Some("retry"));
+            assert!(
+                matches!(*cause, Error::Exhausted { attempts: 3, .. }),
+                "{cause}"
+            );
         }
         other => panic!("expected OutcomeUnknown, got {other:?}"),
     }
-    assert_eq!(count(&arrivals), 1, "sent exactly once");
+    assert_eq!(count(&arrivals), 3);
 }
 
 #[tokio::test]
@@ -275,28 +323,52 @@ async fn an_ungated_kv_only_transaction_is_retried_with_retry_unsafe() {
 }
 
 #[tokio::test]
-async fn an_ungated_timer_only_transaction_is_not_retried_after_a_500() {
-    let (server, arrivals) = broker(vec![engine_error(500, "internal"), commit_answer()]).await;
-    let out = client(&server, fast())
+async fn an_ungated_timer_only_transaction_is_resent_under_the_step_marker_after_a_500() {
+    let answer = ResponseTemplate::new(200).set_body_json(json!({
+        "transactionId": "0199a7c2-61f0-7b02-9a4c-0e5d3f2b8c14", "success": true,
+        "results": [
+            { "index": 0, "type": "kv", "opIndex": 0, "op": "putIfAbsent", "ns": "queen.steps",
+              "key": "k", "applied": true, "version": 1 },
+            { "index": 1, "type": "timer", "opIndex": 0, "queue": "reminders", "key": "order-7",
+              "ok": true, "status": "scheduled", "deliverAt": "2026-10-01T09:15:03Z" }
+        ]
+    }));
+    let (server, arrivals) = broker(vec![engine_error(500, "internal"), answer]).await;
+    let c = client(&server, fast())
         .transaction()
         .timer("reminders", "order-7", |t| t.after(Duration::from_secs(60)))
         .commit()
-        .await;
-    assert!(matches!(out, Err(Error::OutcomeUnknown { .. })), "{out:?}");
-    assert_eq!(count(&arrivals), 1);
+        .await
+        .expect("resent under the marker")
+        .committed()
+        .expect("committed");
+    assert_eq!(count(&arrivals), 2);
+    assert_eq!(c.kv().count(), 0, "the marker's result is not the caller's");
+    let timer = c.timers().next().expect("the timer's result");
+    assert_eq!((timer.index, timer.op_index), (0, 0));
+    assert_eq!(
+        bodies(&server).await[1]["kv"][0]["ns"],
+        queen_sdk::STEP_MARKER_NS
+    );
 }
 
 #[tokio::test]
-async fn a_push_with_a_fresh_id_is_not_retried_after_a_503() {
-    // No ack to derive from and no explicit id: a second send stores a second message.
+async fn a_push_with_a_fresh_id_is_resent_under_the_same_id() {
+    // No ack to derive from and no explicit id: the id is minted once for the call, so
+    // a resend after a commit would roll back as a duplicate.
     let (server, arrivals) = broker(vec![engine_error(503, "retry"), commit_answer()]).await;
-    let out = client(&server, fast())
+    let outcome = client(&server, fast())
         .transaction()
         .push("receipts", |p| p.payload(&1))
         .commit()
-        .await;
-    assert!(matches!(out, Err(Error::OutcomeUnknown { .. })), "{out:?}");
-    assert_eq!(count(&arrivals), 1);
+        .await
+        .expect("resent");
+    assert!(outcome.committed().unwrap().retried);
+    assert_eq!(count(&arrivals), 2);
+    let sent = bodies(&server).await;
+    let id = |b: &Value| b["operations"][0]["items"][0]["transactionId"].clone();
+    assert_eq!(id(&sent[0]), id(&sent[1]));
+    assert!(sent[0].get("kv").is_none(), "the push guards it: no marker");
 }
 
 #[tokio::test]

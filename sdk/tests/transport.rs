@@ -52,6 +52,7 @@ fn transport_kind(err: &Error) -> Option<TransportErrorKind> {
     match err {
         Error::Transport(e) => Some(e.kind()),
         Error::OutcomeUnknown { cause } => transport_kind(cause),
+        Error::Exhausted { last, .. } => transport_kind(last),
         _ => None,
     }
 }
@@ -121,7 +122,7 @@ async fn a_closed_port_is_a_connect_error_that_says_why() {
 }
 
 #[tokio::test]
-async fn an_answer_cut_off_midway_is_a_broken_connection_and_an_unsafe_call_is_not_resent() {
+async fn an_answer_cut_off_midway_is_a_broken_connection_and_its_outcome_unknown() {
     // The head promises 100 bytes; 10 come, then the connection closes.
     let url =
         raw_server(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"success\"", false)
@@ -137,13 +138,23 @@ async fn an_answer_cut_off_midway_is_a_broken_connection_and_an_unsafe_call_is_n
         "{err:?}"
     );
 
-    // An ungated KV step may have applied before the answer broke: it is not resent,
-    // whatever the policy allows, and its outcome is unknown.
+    // An ungated KV step may have applied before the answer broke: with no attempt
+    // left, its outcome is unknown.
     let client = Client::builder()
         .url(&url)
         .retry(RetryPolicy::default().min_delay(Duration::from_millis(1)))
         .build()
         .unwrap();
+    let err = one_attempt(&url)
+        .transaction()
+        .kv(|k| k.incr("stats", "orders", 1, Ttl::days(1)))
+        .commit()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::OutcomeUnknown { .. }), "{err:?}");
+    assert_eq!(transport_kind(&err), Some(TransportErrorKind::Broken));
+    // With the marker it is resent, and when every answer breaks the caller still
+    // cannot tell whether it applied: unknown, never a plain failure.
     let err = client
         .transaction()
         .kv(|k| k.incr("stats", "orders", 1, Ttl::days(1)))

@@ -75,8 +75,34 @@ fn client(server: &MockServer) -> Client {
 }
 
 /// Commits the transaction `build` makes against a fresh broker and answers the one
-/// body it received.
+/// body it received, without the SDK's step marker: the marker's own rule is pinned by
+/// `the_step_marker_goes_first_where_nothing_else_guards_a_resend`, and here it is
+/// checked for its shape wherever it comes.
 async fn sent(build: impl FnOnce(TransactionBuilder) -> TransactionBuilder) -> Value {
+    let mut body = sent_whole(build).await;
+    let Some(kv) = body.get_mut("kv").and_then(Value::as_array_mut) else {
+        return body;
+    };
+    if kv
+        .first()
+        .is_some_and(|op| op["ns"] == queen_sdk::STEP_MARKER_NS)
+    {
+        let marker = kv.remove(0);
+        assert_eq!(marker["op"], "putIfAbsent", "{marker}");
+        assert_eq!(
+            (&marker["value"], &marker["required"]),
+            (&json!(true), &json!(true))
+        );
+        assert!(marker["key"].as_str().is_some_and(|k| !k.is_empty()));
+        if kv.is_empty() {
+            body.as_object_mut().unwrap().remove("kv");
+        }
+    }
+    body
+}
+
+/// As [`sent`], the body whole.
+async fn sent_whole(build: impl FnOnce(TransactionBuilder) -> TransactionBuilder) -> Value {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/api/v1/transaction"))
@@ -996,4 +1022,109 @@ async fn to_body_is_the_body_commit_sends() {
     let rendered = step(c.transaction()).to_body().expect("valid");
     let body = sent(step).await;
     assert_eq!(rendered, body);
+}
+
+/// The SDK's step marker in a body, if it has one: the first KV operation.
+fn marker(body: &Value) -> Option<&Value> {
+    body["kv"]
+        .get(0)
+        .filter(|op| op["ns"] == queen_sdk::STEP_MARKER_NS)
+}
+
+#[tokio::test]
+async fn the_step_marker_goes_first_where_nothing_else_guards_a_resend() {
+    let msg = order_paid();
+    let incr = |t: TransactionBuilder| t.kv(|k| k.incr("stats", "n", 1, Ttl::Forever));
+    // Guarded by what the step itself leaves behind, or harmless to repeat: no marker.
+    for (shape, body) in [
+        ("completed ack", sent_whole(|t| t.ack(&msg)).await),
+        (
+            "ack + push",
+            sent_whole(|t| incr(t.ack(&msg).push("receipts", |p| p.payload(&1)))).await,
+        ),
+        (
+            "ack + once",
+            sent_whole(|t| incr(t.ack(&msg).once("paid", "order-7", Ttl::days(1)))).await,
+        ),
+        (
+            "push alone",
+            sent_whole(|t| t.push("receipts", |p| p.payload(&1))).await,
+        ),
+    ] {
+        assert!(marker(&body).is_none(), "{shape}: {body}");
+    }
+    // Nothing the first commit leaves says "done": the marker goes first.
+    let guard = LockGuard {
+        name: "nightly".into(),
+        slot: 0,
+        token: 3,
+    };
+    for (shape, body) in [
+        ("ack + incr", sent_whole(|t| incr(t.ack(&msg))).await),
+        (
+            "failed ack",
+            sent_whole(|t| t.ack_with(&msg, AckStatus::Failed { error: "x".into() })).await,
+        ),
+        (
+            "ack + timer",
+            sent_whole(|t| {
+                t.ack(&msg)
+                    .timer("r", "k", |t| t.after(Duration::from_secs(5)))
+            })
+            .await,
+        ),
+        (
+            "ack + position",
+            sent_whole(|t| t.ack(&msg).position("orders", "audit", "Default", 3)).await,
+        ),
+        (
+            "required condition",
+            sent_whole(|t| t.kv(|k| k.incr("stock", "sku", -1, Ttl::Forever).min(0).required()))
+                .await,
+        ),
+        ("lock guard", sent_whole(|t| incr(t.guard(&guard))).await),
+        (
+            "expected version",
+            sent_whole(|t| t.kv(|k| k.put("carts", "c-1", &2, Ttl::Forever).expect(4).required()))
+                .await,
+        ),
+    ] {
+        let m = marker(&body).unwrap_or_else(|| panic!("{shape}: no marker in {body}"));
+        assert_eq!(
+            (&m["op"], &m["value"], &m["required"], &m["ttlSeconds"]),
+            (
+                &json!("putIfAbsent"),
+                &json!(true),
+                &json!(true),
+                &json!(60)
+            ),
+            "{shape}"
+        );
+    }
+    // A step that acks leased messages names its marker by them: the same step sent
+    // again by hand (a clone) is recognised, another message's step is not.
+    let a = sent_whole(|t| incr(t.ack(&msg))).await;
+    let b = sent_whole(|t| incr(t.ack(&msg))).await;
+    let other = sent_whole(|t| incr(t.ack(&order_shipped()))).await;
+    assert_eq!(marker(&a).unwrap()["key"], marker(&b).unwrap()["key"]);
+    assert_ne!(marker(&a).unwrap()["key"], marker(&other).unwrap()["key"]);
+    // Any other step's marker is new for each call: one builder used as a template for
+    // two steps must not make them one.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/v1/transaction"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(commit_answer()))
+        .mount(&server)
+        .await;
+    let template = incr(client(&server).transaction());
+    for _ in 0..2 {
+        template.clone().commit().await.expect("commit");
+    }
+    let received = server.received_requests().await.expect("recording is on");
+    let keys: Vec<Value> = received
+        .iter()
+        .map(|r| marker(&r.body_json::<Value>().unwrap()).unwrap()["key"].clone())
+        .collect();
+    assert_eq!(keys.len(), 2);
+    assert_ne!(keys[0], keys[1]);
 }

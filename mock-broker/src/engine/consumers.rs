@@ -43,7 +43,9 @@ pub fn subscription(
         i64::MIN
     } else {
         match start {
-            StartAt::New => tx.now,
+            // Later than every message stored before: a tie under a clock that does
+            // not move must not count the backlog as new.
+            StartAt::New => super::stamp::new_subscription(tx),
             StartAt::All => i64::MIN,
             StartAt::Time(t) => t,
         }

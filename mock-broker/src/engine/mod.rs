@@ -24,6 +24,7 @@ pub mod ready;
 pub mod requests;
 pub mod resources;
 pub mod retention;
+pub mod stamp;
 pub mod status;
 pub mod streams;
 pub mod timers;

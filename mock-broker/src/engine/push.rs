@@ -81,13 +81,14 @@ pub fn append(tx: &mut Tx, tenant: &str, msg: NewMessage) -> Result<Appended, St
     }
 
     let offset = part.next_offset;
+    let created_at = super::stamp::message(tx);
     let rec = MessageRecord {
         id: message_id.clone(),
         txn: txn.clone(),
         trace: msg.trace_id,
         data: msg.payload,
         producer_sub: msg.producer_sub,
-        created_at: tx.now,
+        created_at,
         visible_at: tx.now + settings.delayed_processing * 1_000_000,
     };
     tx.put(
@@ -95,14 +96,7 @@ pub fn append(tx: &mut Tx, tenant: &str, msg: NewMessage) -> Result<Appended, St
         Key::tenant(tenant).u64(part.id).u64(offset).into_bytes(),
         &rec,
     );
-    tx.put(
-        T::TxnIndex,
-        idx_key,
-        &TxnRef {
-            offset,
-            created_at: tx.now,
-        },
-    );
+    tx.put(T::TxnIndex, idx_key, &TxnRef { offset, created_at });
     part.next_offset += 1;
     tx.put(
         T::Partitions,

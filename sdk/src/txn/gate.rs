@@ -86,6 +86,12 @@ pub enum GateKind {
     /// [`TransactionBuilder::kv`](crate::TransactionBuilder::kv): refused because its
     /// condition failed (stock below an `incr`'s `min`, a version that moved, ...).
     Condition,
+    /// The SDK's own step marker ([`crate::STEP_MARKER_NS`]), which it adds to a step
+    /// that nothing else guards against a resend: refused because the marker exists,
+    /// so an earlier attempt of this very step committed, the whole of it (its acks
+    /// included), and only its answer was lost. Always with `retried: true`; the
+    /// gate's `index` is 0 and means nothing (your operations keep their own indices).
+    Step,
 }
 
 /// The gate that refused a step: which `required` KV operation did not apply, and why.
@@ -137,7 +143,8 @@ pub struct Gate {
 
 impl Gate {
     /// Whether the refusal says the step's work already happened: a
-    /// [`once`](crate::TransactionBuilder::once) marker that exists. Only such a step may
+    /// [`once`](crate::TransactionBuilder::once) marker that exists, or the SDK's step
+    /// marker ([`GateKind::Step`]: this step's own earlier attempt). Only such a step may
     /// be settled as done; [`Client::worker`](crate::Client::worker) acks it `completed`
     /// on its own and hands every other refusal to the handler's decision.
     ///
@@ -156,7 +163,7 @@ impl Gate {
     /// # }
     /// ```
     pub fn already_done(&self) -> bool {
-        self.kind == GateKind::Once && self.reason == KvReason::Exists
+        matches!(self.kind, GateKind::Once | GateKind::Step) && self.reason == KvReason::Exists
     }
 
     /// The gate of a rollback's `failedIndex` (`slot`): `op`, the operation at
@@ -196,6 +203,7 @@ impl fmt::Display for Gate {
             GateKind::Once => "once marker",
             GateKind::Guard => "lock guard",
             GateKind::Condition => "condition",
+            GateKind::Step => "an earlier attempt of this step committed: step marker",
         };
         write!(
             f,

@@ -558,6 +558,10 @@ struct Results {
     body: Bytes,
     /// Where its `results` array is in `body`; empty when the answer had none.
     span: Range<usize>,
+    /// The slot of the SDK's step marker ([`crate::STEP_MARKER_NS`]), left out of the
+    /// results the caller reads: the slots after it move down one, and so do the KV
+    /// results' `op_index`.
+    hidden: Option<usize>,
     decoded: OnceLock<Vec<StepResult>>,
 }
 
@@ -570,10 +574,37 @@ impl Results {
             }
             // The envelope's decode checked that this is an array of JSON values, so
             // this fails only on serde_json's nesting limit, as the envelope would have.
-            serde_json::from_slice::<Vec<&RawValue>>(text)
+            let mut all: Vec<StepResult> = serde_json::from_slice::<Vec<&RawValue>>(text)
                 .map(|r| r.into_iter().map(StepResult::from_raw).collect())
-                .unwrap_or_default()
+                .unwrap_or_default();
+            if let Some(hidden) = self.hidden
+                && hidden < all.len()
+            {
+                all.remove(hidden);
+                for r in &mut all[hidden..] {
+                    r.move_down();
+                }
+            }
+            all
         })
+    }
+}
+
+impl StepResult {
+    /// Moves this result down one slot, as the step marker's result before it is left
+    /// out ([`Results::hidden`]).
+    fn move_down(&mut self) {
+        match self {
+            StepResult::Ack(a) => a.index = a.index.saturating_sub(1),
+            StepResult::Push(p) => p.index = p.index.saturating_sub(1),
+            StepResult::Kv(k) => {
+                k.index = k.index.saturating_sub(1);
+                k.op_index = k.op_index.saturating_sub(1);
+            }
+            StepResult::Timer(t) => t.index = t.index.saturating_sub(1),
+            StepResult::Position(p) => p.index = p.index.saturating_sub(1),
+            StepResult::Other(_) => {}
+        }
     }
 }
 
@@ -592,9 +623,15 @@ impl Committed {
             results: Results {
                 body,
                 span,
+                hidden: None,
                 decoded: OnceLock::new(),
             },
         }
+    }
+
+    /// Leaves the result at `slot` (the SDK's step marker) out of what the caller reads.
+    pub(crate) fn hide_slot(&mut self, slot: usize) {
+        self.results.hidden = Some(slot);
     }
 
     /// Whether a KV, timer or position result came back (a Queen v0 broker leaves

@@ -5,7 +5,7 @@ use crate::client::Client;
 use crate::consume::lease::LeaseKeeper;
 use crate::error::{Error, RollbackReason};
 use crate::message::{AckStatus, Message};
-use crate::txn::{Commit, Gate, StepResult, TransactionBuilder};
+use crate::txn::{Commit, Gate, GateKind, StepResult, TransactionBuilder};
 
 use super::summary::{ErrorKind, Tally};
 
@@ -193,6 +193,25 @@ pub(crate) async fn commit(
                         transaction_id: Some(c.transaction_id),
                         dead_lettered,
                     }
+                }
+            }
+        }
+        // The SDK's step marker exists: an earlier attempt of this very step committed,
+        // its ack with it, and only its answer was lost. Nothing is left to ack (a
+        // second `failed` ack would count a second attempt).
+        Ok(Commit::Gated { gate, .. }) if gate.kind == GateKind::Step => {
+            tracing::info!(%gate, "the step's answer was lost; its resend found it committed");
+            match status {
+                AckStatus::Dlq => {
+                    tally.add(|s| s.dead_lettered += 1);
+                    Outcome::DeadLettered {
+                        reason: "its step, committed by an earlier attempt, dead-lettered it"
+                            .into(),
+                    }
+                }
+                AckStatus::Completed | AckStatus::Retry | AckStatus::Failed { .. } => {
+                    tally.add(|s| s.already_done += 1);
+                    Outcome::AlreadyDone { retried: true }
                 }
             }
         }
