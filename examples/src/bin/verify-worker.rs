@@ -271,6 +271,11 @@ fn unfenced(schedules: usize) -> WorkerCheck {
 
 fn caught(which: Which, program: &str, check: &WorkerCheck, verdict: &Verdict) -> bool {
     let name = which.title();
+    // A check that could not run caught nothing, whatever stopped it.
+    if let Some(why) = &verdict.could_not_run {
+        println!("{name}: {why}");
+        return false;
+    }
     match &verdict.counterexample {
         Some(c) => {
             println!(
@@ -415,12 +420,20 @@ fn main() -> ExitCode {
         Some(u) => format!("verify-worker --worker {} --url {u}", which.flag()),
         None => format!("verify-worker --worker {}", which.flag()),
     };
-    let schedules = cli.schedules.unwrap_or_else(|| {
-        std::env::var(queen_verify::SCHEDULES_VAR)
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(if url.is_some() { URL_SCHEDULES } else { 500 })
-    });
+    let schedules = match (cli.schedules, std::env::var(queen_verify::SCHEDULES_VAR)) {
+        (Some(n), _) => n,
+        (None, Ok(v)) => match v.trim().parse() {
+            Ok(n) => n,
+            Err(_) => {
+                return usage(&format!(
+                    "{}={v:?} is not a number of schedules",
+                    queen_verify::SCHEDULES_VAR
+                ));
+            }
+        },
+        (None, Err(_)) if url.is_some() => URL_SCHEDULES,
+        (None, Err(_)) => 500,
+    };
     let started = Instant::now();
 
     // One schedule, as a report printed it: its run and its outcome (1: it failed).
@@ -467,6 +480,9 @@ fn main() -> ExitCode {
                     verdict.elapsed.as_secs_f64(),
                     verdict.violations()
                 );
+                if let Some(why) = &verdict.could_not_run {
+                    println!("  {why}");
+                }
                 if let Some(c) = &verdict.counterexample {
                     println!("{c}");
                     println!(

@@ -27,7 +27,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::invariant::Invariant;
-use crate::report::{Counterexample, Verdict};
+use crate::report::{CouldNotRun, Counterexample, Verdict};
 use crate::run::{
     RunOutcome, RunSpec, SetupFn, SetupFuture, SetupStep, Stop, WorkerFn, WorkerFuture, run_one,
 };
@@ -208,6 +208,10 @@ pub struct WorkerCheck {
     pub(crate) hold: Duration,
     pub(crate) retry: RetryPolicy,
     pub(crate) max_shrink_runs: u32,
+    /// Inputs may end dead-lettered ([`WorkerCheck::allow_dead_letters`]).
+    pub(crate) dead_letters_allowed: bool,
+    /// A setting that could not be read (a bad [`SCHEDULES_VAR`]): the check cannot run.
+    pub(crate) bad_setting: Option<String>,
     /// `Some`: run against a broker by URL through a fault proxy (see `remote`).
     pub(crate) remote: Option<Arc<crate::remote::Remote>>,
 }
@@ -273,6 +277,8 @@ impl WorkerCheck {
                 .max_delay(Duration::from_millis(250))
                 .jitter(false),
             max_shrink_runs: 48,
+            dead_letters_allowed: false,
+            bad_setting: None,
             remote: None,
         }
     }
@@ -455,12 +461,40 @@ impl WorkerCheck {
     ///     .schedules_from_env(24);
     /// # let _ = check;
     /// ```
-    pub fn schedules_from_env(self, n: usize) -> Self {
-        let n = std::env::var(SCHEDULES_VAR)
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(n);
-        self.schedules(n)
+    ///
+    /// A value that is not a whole number is not ignored: the check then cannot run,
+    /// and says why ([`Verdict::could_not_run`]). `0` cannot run either: it proves
+    /// nothing.
+    pub fn schedules_from_env(mut self, n: usize) -> Self {
+        match std::env::var(SCHEDULES_VAR) {
+            Err(_) => self.schedules(n),
+            Ok(v) => match v.trim().parse() {
+                Ok(n) => self.schedules(n),
+                Err(_) => {
+                    self.bad_setting = Some(format!(
+                        "{SCHEDULES_VAR}={v:?} is not a number of schedules"
+                    ));
+                    self
+                }
+            },
+        }
+    }
+
+    /// Lets inputs end dead-lettered. Without it (or an
+    /// [`Invariant::dead_letters`] naming the ones expected), an input that ends in
+    /// the dead-letter queue is a violation, "no input dead-lettered": a worker that
+    /// gives up on every input otherwise satisfies "every input acknowledged".
+    ///
+    /// ```
+    /// use queen_verify::{Invariant, WorkerCheck};
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .invariant(Invariant::inputs_acked())
+    ///     .allow_dead_letters();
+    /// # let _ = check;
+    /// ```
+    pub fn allow_dead_letters(mut self) -> Self {
+        self.dead_letters_allowed = true;
+        self
     }
 
     /// Stops drawing new schedules once `d` has passed (a schedule under way, and a
@@ -597,7 +631,7 @@ impl WorkerCheck {
             worker: Arc::clone(&self.worker),
             setup: self.setup.clone(),
             inputs,
-            invariants: self.invariants.clone(),
+            invariants: self.judged_invariants(),
             group: self.group.clone(),
             replicas: self.replicas,
             lease: self.lease,
@@ -606,6 +640,49 @@ impl WorkerCheck {
             hold: self.hold,
             retry: self.retry.clone(),
         })
+    }
+
+    /// The invariants a run is judged by: the caller's, then, unless dead letters are
+    /// allowed or an invariant judges them, "no input dead-lettered".
+    fn judged_invariants(&self) -> Vec<Invariant> {
+        let mut all = self.invariants.clone();
+        if !self.dead_letters_allowed && !all.iter().any(Invariant::judges_dead_letters) {
+            all.push(Invariant::no_dead_letters().renamed(
+                "no input dead-lettered (WorkerCheck::allow_dead_letters, or Invariant::dead_letters, to expect some)",
+            ));
+        }
+        all
+    }
+
+    /// Why this check cannot judge its worker before any run, if it cannot.
+    fn unrunnable(&self) -> Option<CouldNotRun> {
+        if let Some(bad) = &self.bad_setting {
+            return Some(CouldNotRun::before_any_run(bad.clone()));
+        }
+        if self.invariants.is_empty() {
+            return Some(CouldNotRun::before_any_run(
+                "no invariant: nothing would be judged (add one, e.g. Invariant::inputs_acked())",
+            ));
+        }
+        None
+    }
+
+    /// A verdict of a check that could not run.
+    fn could_not(
+        &self,
+        why: CouldNotRun,
+        schedules: usize,
+        faults_hit: usize,
+        started: Instant,
+    ) -> Verdict {
+        Verdict {
+            seed: self.seed,
+            schedules,
+            faults_hit,
+            elapsed: started.elapsed(),
+            counterexample: None,
+            could_not_run: Some(why),
+        }
     }
 
     fn plan(&self) -> FaultPlan {
@@ -657,7 +734,10 @@ impl WorkerCheck {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await }).schedules(2);
+    /// use queen_verify::{Invariant, WorkerCheck};
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .invariant(Invariant::inputs_acked())
+    ///     .schedules(2);
     /// assert_eq!(check.run().await.schedules, 2);
     /// # }
     /// ```
@@ -672,15 +752,33 @@ impl WorkerCheck {
     /// Do not call it from inside a runtime: it starts its own.
     ///
     /// ```
-    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await }).schedules(1);
+    /// use queen_verify::{Invariant, WorkerCheck};
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .invariant(Invariant::inputs_acked())
+    ///     .schedules(1);
     /// assert!(check.run_blocking().passed());
+    /// // A check with no invariant, or no schedule, proves nothing: it cannot run.
+    /// assert!(check.clone().schedules(0).run_blocking().could_not_run.is_some());
     /// ```
     pub fn run_blocking(&self) -> Verdict {
+        let started = Instant::now();
+        if let Some(why) = self.unrunnable() {
+            return self.could_not(why, 0, 0, started);
+        }
+        if self.schedules == 0 {
+            return self.could_not(
+                CouldNotRun::before_any_run(format!(
+                    "no schedule to run (schedules(0), or {SCHEDULES_VAR}=0): nothing would be proven"
+                )),
+                0,
+                0,
+                started,
+            );
+        }
         let rt = self.runtime();
         let spec = self.spec();
         let strategy = Schedule::strategy(&self.plan());
         let mut runner = self.runner();
-        let started = Instant::now();
         let (mut schedules, mut faults_hit) = (0, 0);
         while schedules < self.schedules && self.budget.is_none_or(|b| started.elapsed() < b) {
             let mut tree = Schedule::draw(&strategy, &mut runner);
@@ -691,6 +789,14 @@ impl WorkerCheck {
             let Some(violation) = outcome.violation.clone() else {
                 continue;
             };
+            if violation.is_could_not_run() {
+                return self.could_not(
+                    CouldNotRun::of(&violation, schedules, schedule),
+                    schedules,
+                    faults_hit,
+                    started,
+                );
+            }
             // Shrink: proptest's walk; a candidate counts as failing only if it breaks
             // the same invariant. A setup failure came before any fault: no schedule
             // is smaller.
@@ -748,7 +854,16 @@ impl WorkerCheck {
                     violation: o.violation.unwrap_or(violation),
                     trace: o.trace,
                 }),
+                could_not_run: None,
             };
+        }
+        if schedules == 0 {
+            return self.could_not(
+                CouldNotRun::before_any_run("the time budget ended before the first schedule"),
+                0,
+                faults_hit,
+                started,
+            );
         }
         Verdict {
             seed: self.seed,
@@ -756,6 +871,7 @@ impl WorkerCheck {
             faults_hit,
             elapsed: started.elapsed(),
             counterexample: None,
+            could_not_run: None,
         }
     }
 
@@ -765,7 +881,9 @@ impl WorkerCheck {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), queen_verify::ParseScheduleError> {
-    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await });
+    /// use queen_verify::{Invariant, WorkerCheck};
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .invariant(Invariant::inputs_acked());
     /// let verdict = check.replay("pop#1:unavailable".parse()?).await;
     /// assert_eq!(verdict.schedules, 1);
     /// # Ok(())
@@ -781,12 +899,21 @@ impl WorkerCheck {
     /// [`WorkerCheck::replay`] for code outside any async runtime.
     ///
     /// ```
-    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await });
-    /// assert!(check.replay_blocking(queen_verify::Schedule::new()).passed());
+    /// use queen_verify::{Invariant, Schedule, WorkerCheck};
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .invariant(Invariant::inputs_acked());
+    /// assert!(check.replay_blocking(Schedule::new()).passed());
     /// ```
     pub fn replay_blocking(&self, schedule: Schedule) -> Verdict {
         let started = Instant::now();
+        if let Some(why) = self.unrunnable() {
+            return self.could_not(why, 0, 0, started);
+        }
         let o = self.run_schedule(&self.runtime(), &self.spec(), schedule.clone());
+        if let Some(v) = o.violation.as_ref().filter(|v| v.is_could_not_run()) {
+            let why = CouldNotRun::of(v, 1, schedule);
+            return self.could_not(why, 1, o.faults_hit, started);
+        }
         Verdict {
             seed: self.seed,
             schedules: 1,
@@ -801,6 +928,7 @@ impl WorkerCheck {
                 violation,
                 trace: o.trace,
             }),
+            could_not_run: None,
         }
     }
 }

@@ -163,9 +163,11 @@ impl Cli {
     /// verdict. Call it outside any async runtime, as [`WorkerCheck::run_blocking`].
     ///
     /// ```
-    /// use queen_verify::{Cli, Outcome, WorkerCheck};
+    /// use queen_verify::{Cli, Invariant, Outcome, WorkerCheck};
     /// let cli = Cli::parse(["--replay", "pop#1:unavailable"])?;
-    /// let verdict = cli.verdict(&WorkerCheck::new(|_c, stop| async move { stop.await }));
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .invariant(Invariant::inputs_acked());
+    /// let verdict = cli.verdict(&check);
     /// assert_eq!((verdict.schedules, verdict.outcome()), (1, Outcome::Proven));
     /// # Ok::<(), queen_verify::CliError>(())
     /// ```

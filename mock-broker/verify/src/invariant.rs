@@ -369,6 +369,9 @@ type CheckFn = dyn Fn(&State<'_>) -> Result<(), String> + Send + Sync;
 pub struct Invariant {
     name: String,
     check: Arc<CheckFn>,
+    /// It says which inputs may end dead-lettered ([`Invariant::dead_letters`]), so the
+    /// check's own "no input dead-lettered" is left to it.
+    judges_dead_letters: bool,
 }
 
 impl fmt::Debug for Invariant {
@@ -398,6 +401,7 @@ impl Invariant {
         Invariant {
             name: name.into(),
             check: Arc::new(check),
+            judges_dead_letters: false,
         }
     }
 
@@ -412,6 +416,11 @@ impl Invariant {
 
     pub(crate) fn check(&self, state: &State<'_>) -> Result<(), String> {
         (self.check)(state)
+    }
+
+    /// Whether it judges the inputs' dead letters itself.
+    pub(crate) fn judges_dead_letters(&self) -> bool {
+        self.judges_dead_letters
     }
 
     /// Every input acknowledged by the worker's group: the group's cursor is past every
@@ -615,7 +624,7 @@ impl Invariant {
     pub fn dead_letters<S: Into<String>>(expected: impl IntoIterator<Item = S>) -> Self {
         let mut expected: Vec<String> = expected.into_iter().map(Into::into).collect();
         expected.sort();
-        Invariant::new(
+        let mut judge = Invariant::new(
             format!("dead letters are exactly {expected:?}"),
             move |s: &State<'_>| {
                 let mut got: Vec<String> = s
@@ -643,7 +652,9 @@ impl Invariant {
                     ))
                 }
             },
-        )
+        );
+        judge.judges_dead_letters = true;
+        judge
     }
 
     /// The same check under another name.

@@ -172,9 +172,10 @@
 //! ```
 //! use proptest::prelude::*;
 //! use proptest::test_runner::{Config, TestRunner};
-//! use queen_verify::{FaultPlan, Schedule, WorkerCheck};
+//! use queen_verify::{FaultPlan, Invariant, Schedule, WorkerCheck};
 //!
-//! let check = WorkerCheck::new(|_client, stop| async move { stop.await });
+//! let check = WorkerCheck::new(|_client, stop| async move { stop.await })
+//!     .invariant(Invariant::inputs_acked());
 //! let config = Config { cases: 2, failure_persistence: None, ..Config::default() };
 //! TestRunner::new(config)
 //!     .run(&Schedule::strategy(&FaultPlan::default()), |schedule| {
@@ -249,7 +250,9 @@ pub use crate::{
 pub use check::{Input, SCHEDULES_VAR, SetupError, WorkerCheck, WorkerResult};
 pub use cli::{Cli, CliError, ReplayCommand, USAGE};
 pub use invariant::{Invariant, State};
-pub use report::{Counterexample, Event, Outcome, TraceCall, TraceEntry, Verdict, Violation};
+pub use report::{
+    CouldNotRun, Counterexample, Event, Outcome, TraceCall, TraceEntry, Verdict, Violation,
+};
 pub use run::Stop;
 pub use schedule::{
     Fault, FaultKind, FaultPlan, ParseScheduleError, Route, Schedule, ScheduledFault,

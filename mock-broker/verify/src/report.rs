@@ -37,15 +37,20 @@ impl Violation {
     /// detail), or the inputs could not be pushed. Such a failure happens before any
     /// fault is armed, so it is not shrunk.
     ///
+    /// A check reports such a run as [`Verdict::could_not_run`], never as a
+    /// counterexample.
+    ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// use queen_verify::WorkerCheck;
+    /// use queen_verify::{Invariant, WorkerCheck};
     /// let check = WorkerCheck::new(|_client, stop| async move { stop.await })
+    ///     .invariant(Invariant::inputs_acked())
     ///     .setup(|_client| async move { Err("the catalogue is empty".into()) });
-    /// let c = check.replay(Default::default()).await.counterexample.expect("setup failed");
-    /// assert!(c.violation.is_setup_failure());
-    /// assert_eq!(c.violation.detail, "setup hook 1 failed: the catalogue is empty");
+    /// let verdict = check.replay(Default::default()).await;
+    /// assert!(verdict.counterexample.is_none());
+    /// let why = verdict.could_not_run.expect("setup failed");
+    /// assert!(why.cause.ends_with("setup hook 1 failed: the catalogue is empty"), "{why}");
     /// # }
     /// ```
     pub fn is_setup_failure(&self) -> bool {
@@ -389,14 +394,79 @@ impl fmt::Display for Counterexample {
     }
 }
 
+/// Why a check could not judge its worker: it had nothing to judge by (no schedule,
+/// no invariant, a bad setting), a run could not be set up (the broker did not start,
+/// the initial state or the inputs could not be written), or the verifier could not
+/// carry a run out (a broker that did not come back after a restart, a final state it
+/// could not read). Never a counterexample: the worker was not caught doing anything.
+///
+/// ```
+/// use queen_verify::{Invariant, WorkerCheck};
+/// let verdict = WorkerCheck::new(|_c, stop| async move { stop.await })
+///     .invariant(Invariant::inputs_acked())
+///     .schedules(0)
+///     .run_blocking();
+/// let why = verdict.could_not_run.as_ref().expect("nothing ran");
+/// assert!(why.cause.contains("no schedule"), "{why}");
+/// assert_eq!(verdict.violations(), 0);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CouldNotRun {
+    /// What stopped it, in one line.
+    pub cause: String,
+    /// The schedule it stopped at (its number in the run, from 1, and its faults), when
+    /// a run had begun.
+    pub at: Option<(usize, Schedule)>,
+}
+
+impl CouldNotRun {
+    pub(crate) fn before_any_run(cause: impl Into<String>) -> Self {
+        CouldNotRun {
+            cause: cause.into(),
+            at: None,
+        }
+    }
+
+    /// The could-not-run `violation` of the run of `schedule`, numbered `case`.
+    pub(crate) fn of(violation: &Violation, case: usize, schedule: Schedule) -> Self {
+        let cause = if violation.is_setup_failure() {
+            format!(
+                "the run could not be set up (the worker never started): {}",
+                violation.detail
+            )
+        } else {
+            format!(
+                "the verifier could not carry out the run: {}",
+                violation.detail
+            )
+        };
+        CouldNotRun {
+            cause,
+            at: Some((case, schedule)),
+        }
+    }
+}
+
+impl fmt::Display for CouldNotRun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "could not run: {}", self.cause)?;
+        if let Some((case, schedule)) = &self.at {
+            write!(f, " (schedule {case} of the run: {schedule})")?;
+        }
+        Ok(())
+    }
+}
+
 /// The answer of [`WorkerCheck::run`](crate::WorkerCheck::run) or
 /// [`WorkerCheck::replay`](crate::WorkerCheck::replay).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// use queen_verify::WorkerCheck;
-/// let idle = WorkerCheck::new(|_client, stop| async move { stop.await; Ok::<(), String>(()) });
+/// use queen_verify::{Invariant, WorkerCheck};
+/// let idle = WorkerCheck::new(|_client, stop| async move { stop.await; Ok::<(), String>(()) })
+///     .invariant(Invariant::inputs_acked());
 /// let verdict = idle.replay("none".parse().unwrap()).await;
 /// assert!(verdict.passed());
 /// assert_eq!(verdict.violations(), 0);
@@ -413,25 +483,32 @@ pub struct Verdict {
     pub faults_hit: usize,
     /// Wall time, shrinking included.
     pub elapsed: Duration,
-    /// The first failing schedule, shrunk; `None` when every schedule passed.
+    /// The first failing schedule, shrunk; `None` when every schedule run passed.
     pub counterexample: Option<Counterexample>,
+    /// Why the worker could not be judged, if it could not: then nothing is proven and
+    /// nothing was caught ([`Verdict::outcome`] is [`Outcome::CouldNotRun`]).
+    pub could_not_run: Option<CouldNotRun>,
 }
 
 impl Verdict {
     /// Whether every schedule passed.
     ///
     /// ```
-    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await });
+    /// use queen_verify::{Invariant, WorkerCheck};
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .invariant(Invariant::inputs_acked());
     /// assert!(check.replay_blocking(Default::default()).passed());
     /// ```
     pub fn passed(&self) -> bool {
-        self.counterexample.is_none()
+        self.counterexample.is_none() && self.could_not_run.is_none()
     }
 
     /// Failing schedules found: 0 or 1 (a check stops at the first, then shrinks it).
     ///
     /// ```
-    /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await });
+    /// use queen_verify::{Invariant, WorkerCheck};
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .invariant(Invariant::inputs_acked());
     /// assert_eq!(check.replay_blocking(Default::default()).violations(), 0);
     /// ```
     pub fn violations(&self) -> usize {
@@ -442,24 +519,36 @@ impl Verdict {
     /// says (`std::process::ExitCode::from(verdict.outcome())`).
     ///
     /// ```
-    /// use queen_verify::{Outcome, WorkerCheck};
-    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await });
+    /// use queen_verify::{Invariant, Outcome, WorkerCheck};
+    /// let check = WorkerCheck::new(|_c, stop| async move { stop.await })
+    ///     .invariant(Invariant::inputs_acked());
     /// assert_eq!(check.replay_blocking(Default::default()).outcome(), Outcome::Proven);
-    /// let broken = WorkerCheck::new(|_c, stop| async move { stop.await })
+    /// let broken = check
+    ///     .clone()
     ///     .setup(|_client| async move { Err("no catalogue".into()) });
     /// assert_eq!(broken.replay_blocking(Default::default()).outcome(), Outcome::CouldNotRun);
     /// ```
     pub fn outcome(&self) -> Outcome {
-        match &self.counterexample {
-            None => Outcome::Proven,
-            Some(c) if c.violation.is_could_not_run() => Outcome::CouldNotRun,
-            Some(_) => Outcome::Counterexample,
+        match (&self.could_not_run, &self.counterexample) {
+            (Some(_), _) => Outcome::CouldNotRun,
+            (None, Some(c)) if c.violation.is_could_not_run() => Outcome::CouldNotRun,
+            (None, Some(_)) => Outcome::Counterexample,
+            (None, None) => Outcome::Proven,
         }
     }
 }
 
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(why) = &self.could_not_run {
+            return writeln!(
+                f,
+                "{why}\n{} schedule(s) begun from seed {:#x}, {:.1} s: nothing proven, nothing caught",
+                self.schedules,
+                self.seed,
+                self.elapsed.as_secs_f64()
+            );
+        }
         writeln!(
             f,
             "{} schedule(s) from seed {:#x}, {} fault(s) injected, {:.1} s: {} violations",

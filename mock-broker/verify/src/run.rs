@@ -78,12 +78,13 @@ pub(crate) const REPLICA_AGENT: &str = "queen-verify/replica-";
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// use queen_verify::WorkerCheck;
+/// use queen_verify::{Invariant, WorkerCheck};
 /// // A worker that does nothing but wait for its stop signal.
 /// let check = WorkerCheck::new(|_client, stop| async move {
 ///     stop.await;
 ///     Ok::<(), String>(())
-/// });
+/// })
+/// .invariant(Invariant::inputs_acked());
 /// assert!(check.replay("none".parse().unwrap()).await.passed());
 /// # }
 /// ```

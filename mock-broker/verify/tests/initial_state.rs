@@ -34,21 +34,25 @@ async fn reserve(client: Client, stop: Stop) -> Result<queen_sdk::Summary, queen
         .await
 }
 
-/// The same step without the marker. Its ack is fenced, but a fenced ack of a message
-/// already acked is a no-op while the rest of its batch holds the lease
-/// (`spec/transaction.md`: only a released lease rolls the resend back), so the
-/// resend of a step whose answer was lost takes a second unit.
+/// The same step without the marker, resent as it is (`retry_unsafe`). Its ack is
+/// fenced, but a fenced ack of a message already acked is a no-op while the rest of its
+/// batch holds the lease (`spec/transaction.md`: only a released lease rolls the
+/// resend back), and its condition is as true on the resend, so the resend of a step
+/// whose answer was lost takes a second unit. Without `retry_unsafe` the SDK's step
+/// marker gates that resend.
 async fn reserve_ungated(
     client: Client,
     stop: Stop,
+    resend_as_is: bool,
 ) -> Result<queen_sdk::Summary, queen_sdk::WorkerError> {
     client
         .worker::<Value>("orders")
         .group("inventory", StartAt::Beginning)
         .run(
             move |_msg, step| {
-                let step =
-                    step.kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required());
+                let step = step
+                    .kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required())
+                    .retry_unsafe(resend_as_is);
                 async move { Ok::<_, String>(step) }
             },
             stop,
@@ -83,9 +87,10 @@ async fn a_reservation_worker_is_exactly_once_with_its_stock_seeded_by_a_setup_h
 }
 
 #[tokio::test]
-async fn the_ungated_reservation_is_caught_taking_a_unit_twice() {
+async fn the_ungated_reservation_resent_as_is_is_caught_taking_a_unit_twice() {
     let schedule: Schedule = "transaction#1:commit-then-drop".parse().unwrap();
-    let check = reservations(WorkerCheck::new(reserve_ungated).setup(seed_stock)).replicas(1);
+    let as_is = |client, stop| reserve_ungated(client, stop, true);
+    let check = reservations(WorkerCheck::new(as_is).setup(seed_stock)).replicas(1);
     let verdict = check.replay(schedule.clone()).await;
     let c = verdict
         .counterexample
@@ -97,8 +102,14 @@ async fn the_ungated_reservation_is_caught_taking_a_unit_twice() {
         "{verdict}"
     );
 
-    // The gated worker rides out the same schedule.
+    // The gated worker rides out the same schedule, and so does the ungated one when
+    // the SDK's step marker guards its resend.
     let check = reservations(WorkerCheck::new(reserve).setup(seed_stock)).replicas(1);
+    let verdict = check.replay(schedule.clone()).await;
+    assert!(verdict.passed(), "{verdict}");
+    assert_eq!(verdict.faults_hit, 1);
+    let marked = |client, stop| reserve_ungated(client, stop, false);
+    let check = reservations(WorkerCheck::new(marked).setup(seed_stock)).replicas(1);
     let verdict = check.replay(schedule).await;
     assert!(verdict.passed(), "{verdict}");
     assert_eq!(verdict.faults_hit, 1);
@@ -243,46 +254,47 @@ async fn a_setup_error_is_reported_as_a_setup_failure_without_shrinking() {
     let verdict = check.run().await;
     assert!(!verdict.passed());
     assert_eq!(verdict.schedules, 1, "it stops at the first run: {verdict}");
-    let c = verdict.counterexample.as_ref().expect("a setup failure");
-    assert!(c.violation.is_setup_failure(), "{verdict}");
+    // Could not run, with its cause: never a violation, never a catch.
+    assert!(verdict.counterexample.is_none(), "{verdict}");
+    assert_eq!(verdict.violations(), 0);
+    assert_eq!(verdict.outcome(), queen_verify::Outcome::CouldNotRun);
+    let why = verdict.could_not_run.as_ref().expect("a setup failure");
     assert_eq!(
-        c.violation.detail,
-        "setup hook 1 failed: no catalogue entry for sku-1"
+        why.cause,
+        "the run could not be set up (the worker never started): setup hook 1 failed: no catalogue entry for sku-1"
     );
-    assert_eq!(c.shrink_runs, 0);
-    assert_eq!(c.schedule, c.original);
-    assert!(
-        !c.trace.iter().any(|e| matches!(e, TraceEntry::Call(_))),
-        "the worker never ran: {verdict}"
-    );
+    assert_eq!(why.at.as_ref().map(|(case, _)| *case), Some(1));
     let report = verdict.to_string();
-    assert!(report.contains("could not be set up"), "{report}");
-    assert!(report.contains("no catalogue entry for sku-1"), "{report}");
+    assert!(report.contains("could not run"), "{report}");
+    assert!(
+        report.contains("nothing proven, nothing caught"),
+        "{report}"
+    );
+    assert!(!report.contains("violations"), "{report}");
 }
 
 #[tokio::test]
 async fn a_panicking_or_endless_setup_hook_is_reported_too() {
     let panics = WorkerCheck::new(reserve)
+        .invariant(Invariant::inputs_acked())
         .setup(|_client| async move { panic!("the fixture file is missing") });
     let verdict = panics.replay(Schedule::new()).await;
-    let c = verdict.counterexample.expect("a setup failure");
-    assert!(c.violation.is_setup_failure());
-    assert_eq!(
-        c.violation.detail,
-        "setup hook 1 panicked: the fixture file is missing"
+    let why = verdict.could_not_run.expect("a setup failure");
+    assert!(
+        why.cause
+            .ends_with("setup hook 1 panicked: the fixture file is missing"),
+        "{why}"
     );
 
     let endless = WorkerCheck::new(reserve)
+        .invariant(Invariant::inputs_acked())
         .run_timeout(std::time::Duration::from_millis(200))
         .setup(|_client| std::future::pending());
     let verdict = endless.replay(Schedule::new()).await;
-    let c = verdict.counterexample.expect("a setup failure");
-    assert!(c.violation.is_setup_failure());
+    let why = verdict.could_not_run.expect("a setup failure");
     assert!(
-        c.violation
-            .detail
-            .starts_with("setup hook 1 did not finish within 200ms"),
-        "{}",
-        c.violation
+        why.cause
+            .contains("setup hook 1 did not finish within 200ms"),
+        "{why}"
     );
 }

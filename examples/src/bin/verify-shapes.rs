@@ -1,0 +1,341 @@
+//! Proves a worker of every step shape exactly-once when a commit's answer is lost, and
+//! shows an unsafe one caught (`queen-verify`).
+//!
+//! Each worker pops batches of 5 (so most of its acks are mid-batch: the batch's lease
+//! stays held by the rest of it, and an ack alone does not stop a resend) and counts
+//! each step it applies with a KV `incr`, the observable of a step applied twice. Every
+//! schedule loses the answers of some of its `POST /api/v1/transaction` calls after the
+//! broker committed them (the connection dropped, or a 503), so the SDK sends those
+//! steps again. The shapes:
+//!
+//! - `ack-incr`: an ack and an `incr`, nothing else;
+//! - `ack-timer`: an ack, a timer per message and the `incr`;
+//! - `ack-push-own-id`: an ack, a push under the worker's own transaction id, the `incr`;
+//! - `failed-ack`: acks `failed` the first delivery of each partition's first input
+//!   (counted apart), then completes it;
+//! - `required-decrement`: an ack and a `required` decrement of a stock, `min(0)`;
+//! - `lock-guard`: an ack and the `incr`, gated on a lock the handler takes and holds;
+//! - `expected-version`: an ack, a write that requires the key to be absent
+//!   (`expect(0)`), and the `incr`;
+//! - `unsafe`: the `ack-incr` step sent with `retry_unsafe(true)`, which resends it as
+//!   it is: caught counting a step twice.
+//!
+//! Each runs on fresh in-process brokers, on a paused clock; the same seed prints the
+//! same report every time. Exit codes: 0 when every shape is proven and the unsafe one
+//! caught (or, with `--shape`, when that one does what it should); 1 when not; 2 when a
+//! check could not run or the command line is wrong.
+//!
+//! ```sh
+//! cargo run --release -p queen-examples --bin verify-shapes          # 100 schedules each
+//! cargo run -p queen-examples --bin verify-shapes -- --shape ack-incr --schedules 20
+//! ```
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use queen_sdk::{AckStatus, Client, Delivery, StartAt, TransactionBuilder, Ttl};
+use queen_verify::{
+    Cli, CliError, FaultKind, FaultPlan, Input, Invariant, Outcome, ReplayCommand, Route, State,
+    Stop, Verdict, WorkerCheck,
+};
+use serde_json::json;
+
+/// Inputs per partition: one batch of 5 takes them all, so every ack but the last of a
+/// partition is mid-batch.
+const PER_PARTITION: usize = 4;
+const PARTITIONS: [&str; 2] = ["p1", "p2"];
+const GROUP: &str = "shapes";
+const SEED: u64 = 0x5EED_0049;
+const STOCK: i64 = 100;
+
+fn inputs() -> Vec<Input> {
+    PARTITIONS
+        .iter()
+        .flat_map(|p| {
+            (0..PER_PARTITION).map(move |i| {
+                Input::new("events", &json!({"id": format!("{p}-{i}")}))
+                    .partition(*p)
+                    .transaction_id(format!("{p}-{i}"))
+            })
+        })
+        .collect()
+}
+
+fn total() -> i64 {
+    (PARTITIONS.len() * PER_PARTITION) as i64
+}
+
+/// A step shape this program proves, or the unsafe one it catches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    AckIncr,
+    AckTimer,
+    AckPushOwnId,
+    FailedAck,
+    RequiredDecrement,
+    LockGuard,
+    ExpectedVersion,
+    Unsafe,
+}
+
+impl Shape {
+    const ALL: [Shape; 8] = [
+        Shape::AckIncr,
+        Shape::AckTimer,
+        Shape::AckPushOwnId,
+        Shape::FailedAck,
+        Shape::RequiredDecrement,
+        Shape::LockGuard,
+        Shape::ExpectedVersion,
+        Shape::Unsafe,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Shape::AckIncr => "ack-incr",
+            Shape::AckTimer => "ack-timer",
+            Shape::AckPushOwnId => "ack-push-own-id",
+            Shape::FailedAck => "failed-ack",
+            Shape::RequiredDecrement => "required-decrement",
+            Shape::LockGuard => "lock-guard",
+            Shape::ExpectedVersion => "expected-version",
+            Shape::Unsafe => "unsafe",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Shape> {
+        Shape::ALL.into_iter().find(|w| w.name() == s)
+    }
+
+    /// The step for `msg`, on top of `ack` (the runner's `completed` ack of it).
+    async fn step(
+        self,
+        msg: Delivery<serde_json::Value>,
+        ack: TransactionBuilder,
+    ) -> anyhow::Result<TransactionBuilder> {
+        let id = msg.data["id"].as_str().unwrap_or_default().to_string();
+        let count = |t: TransactionBuilder| t.kv(|k| k.incr("tally", "steps", 1, Ttl::Forever));
+        Ok(match self {
+            Shape::AckIncr => count(ack),
+            Shape::AckTimer => count(ack.timer("reminders", &id, |t| {
+                t.after(std::time::Duration::from_secs(86_400)).payload(&id)
+            })),
+            Shape::AckPushOwnId => count(ack.push("receipts", |p| {
+                p.transaction_id(format!("receipt-{id}"))
+                    .payload(&json!({"id": id}))
+            })),
+            // The first delivery of each partition's first input fails (counted apart),
+            // its redelivery completes.
+            Shape::FailedAck if id.ends_with("-0") && msg.message().delivery_attempt == Some(1) => {
+                msg.step_with(AckStatus::Failed {
+                    error: "the first attempt fails".into(),
+                })
+                .kv(|k| k.incr("tally", "failures", 1, Ttl::Forever))
+            }
+            Shape::FailedAck => count(ack),
+            Shape::RequiredDecrement => {
+                ack.kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required())
+            }
+            Shape::LockGuard => {
+                let Some(lock) = ack.client().lock(format!("event-{id}")).acquire().await? else {
+                    anyhow::bail!("event-{id} is locked: try again");
+                };
+                count(ack).hold(lock)
+            }
+            Shape::ExpectedVersion => {
+                count(ack.kv(|k| k.put("seen", &id, &true, Ttl::Forever).expect(0).required()))
+            }
+            Shape::Unsafe => count(ack).retry_unsafe(true),
+        })
+    }
+
+    fn check(self, schedules: usize) -> WorkerCheck {
+        let check = WorkerCheck::new(move |client: Client, stop: Stop| async move {
+            client
+                .worker::<serde_json::Value>("events")
+                .group(GROUP, StartAt::Beginning)
+                .batch(5)
+                .run(move |msg, ack| self.step(msg, ack), stop)
+                .await
+        })
+        .group(GROUP)
+        .inputs(inputs())
+        .replicas(2)
+        .seed(SEED)
+        .schedules(schedules)
+        // Answers lost after the commit, on steps only: what a resend must survive.
+        .faults(
+            FaultPlan::only([FaultKind::CommitThenDrop, FaultKind::CommitThenUnavailable])
+                .route(Route::Pop, 0)
+                .route(Route::Ack, 0)
+                .route(Route::Push, 0),
+        )
+        .invariant(Invariant::inputs_acked());
+        let steps = total();
+        match self {
+            Shape::FailedAck => check
+                .invariant(Invariant::kv_equals("tally", "steps", json!(steps)))
+                .invariant(Invariant::kv_equals(
+                    "tally",
+                    "failures",
+                    json!(PARTITIONS.len()),
+                )),
+            Shape::RequiredDecrement => check
+                .kv_row("stock", "sku-1", &STOCK, Ttl::Forever)
+                .invariant(Invariant::kv_equals(
+                    "stock",
+                    "sku-1",
+                    json!(STOCK - total()),
+                )),
+            Shape::AckTimer => check
+                .invariant(Invariant::kv_equals("tally", "steps", json!(steps)))
+                .invariant(Invariant::new("one timer per input", |s: &State<'_>| {
+                    let n = s.timers("reminders").map_err(|e| e.to_string())?.len() as i64;
+                    if n == total() {
+                        Ok(())
+                    } else {
+                        Err(format!("{n} timers"))
+                    }
+                })),
+            Shape::AckPushOwnId => check
+                .invariant(Invariant::kv_equals("tally", "steps", json!(steps)))
+                .invariant(Invariant::pushed_once(
+                    "receipts",
+                    "id",
+                    inputs()
+                        .iter()
+                        .map(|i| ("Default".to_string(), i.transaction_id.clone())),
+                )),
+            _ => check.invariant(Invariant::kv_equals("tally", "steps", json!(steps))),
+        }
+    }
+}
+
+fn report(shape: Shape, verdict: &Verdict, check: &WorkerCheck) -> bool {
+    let name = shape.name();
+    let program = format!("verify-shapes --shape {name}");
+    if let Some(why) = &verdict.could_not_run {
+        println!("{name}: {why}");
+        return false;
+    }
+    match (shape, &verdict.counterexample) {
+        (Shape::Unsafe, Some(c)) => {
+            println!(
+                "{name}: caught at schedule {} of {} ({} faults injected, {:.1} s): {}",
+                c.case,
+                verdict.schedules,
+                verdict.faults_hit,
+                verdict.elapsed.as_secs_f64(),
+                c.violation
+            );
+            println!("  minimal schedule: {}", c.schedule);
+            println!("  {}", ReplayCommand::new(&program, check, &c.schedule));
+            true
+        }
+        (Shape::Unsafe, None) => {
+            println!("{name}: NOT caught in {} schedules", verdict.schedules);
+            false
+        }
+        (_, None) => {
+            println!(
+                "{name}: {} schedules, {} faults injected, {:.1} s: 0 violations",
+                verdict.schedules,
+                verdict.faults_hit,
+                verdict.elapsed.as_secs_f64()
+            );
+            true
+        }
+        (_, Some(c)) => {
+            print!("{name}: {c}");
+            println!("  {}", ReplayCommand::new(&program, check, &c.schedule));
+            false
+        }
+    }
+}
+
+const USAGE: &str =
+    "usage: verify-shapes [--shape NAME] [--seed N] [--schedules N] [--replay SCHEDULE]
+  --shape NAME   run one check: ack-incr, ack-timer, ack-push-own-id, failed-ack,
+                 required-decrement, lock-guard, expected-version or unsafe (default: all)";
+
+fn main() -> ExitCode {
+    let usage = |e: &dyn std::fmt::Display| {
+        eprintln!("{e}\n{USAGE}\n{}", queen_verify::USAGE);
+        ExitCode::from(Outcome::CouldNotRun.code())
+    };
+    let cli = match Cli::from_env() {
+        Ok(cli) => cli,
+        Err(CliError::Help) => {
+            println!("{USAGE}\n{}", queen_verify::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => return usage(&e),
+    };
+    let mut only = None;
+    let mut rest = cli.rest.iter();
+    while let Some(arg) = rest.next() {
+        let (flag, value) = match arg.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_string())),
+            None => (arg.as_str(), rest.next().cloned()),
+        };
+        match (flag, value.as_deref().and_then(Shape::parse)) {
+            ("--shape", Some(s)) => only = Some(s),
+            ("--shape", None) => {
+                return usage(&format!("--shape takes a shape's name, not {value:?}"));
+            }
+            _ => return usage(&format!("unknown argument {arg:?}")),
+        }
+    }
+    let schedules = match (cli.schedules, std::env::var(queen_verify::SCHEDULES_VAR)) {
+        (Some(n), _) => n,
+        (None, Ok(v)) => match v.trim().parse() {
+            Ok(n) => n,
+            Err(_) => {
+                return usage(&format!(
+                    "{}={v:?} is not a number of schedules",
+                    queen_verify::SCHEDULES_VAR
+                ));
+            }
+        },
+        (None, Err(_)) => 100,
+    };
+    if let Some(schedule) = &cli.replay {
+        let Some(shape) = only else {
+            return usage(&"--replay needs --shape: which worker's schedule it is");
+        };
+        let verdict = cli.verdict(&cli.configure(shape.check(1)));
+        println!("{}: replay of {schedule}", shape.name());
+        print!("{verdict}");
+        return verdict.outcome().into();
+    }
+    let started = Instant::now();
+    println!(
+        "verify-shapes: {} inputs in batches of 5, 2 replicas, answers of committed steps lost; {schedules} schedules from seed {:#x}",
+        total(),
+        cli.seed.unwrap_or(SEED)
+    );
+    let mut outcome = Outcome::Proven;
+    for shape in Shape::ALL
+        .into_iter()
+        .filter(|s| only.is_none_or(|o| o == *s))
+    {
+        let check = cli.configure(shape.check(schedules));
+        let verdict = cli.verdict(&check);
+        let as_expected = report(shape, &verdict, &check);
+        if verdict.could_not_run.is_some() {
+            outcome = Outcome::CouldNotRun;
+        } else if !as_expected && outcome == Outcome::Proven {
+            outcome = Outcome::Counterexample;
+        }
+    }
+    println!(
+        "{} ({:.1} s in all)",
+        match (outcome, only) {
+            (Outcome::Proven, None) => "result: every shape proven; the unsafe one caught",
+            (Outcome::Proven, Some(_)) => "result: as expected",
+            _ => "result: FAILED",
+        },
+        started.elapsed().as_secs_f64()
+    );
+    outcome.into()
+}
