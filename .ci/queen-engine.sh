@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# Queen 2's own broker in CI (issue 50): `queen-engine` 1.3.0, the published PostgreSQL
+# broker users run their workers on, on a throwaway PostgreSQL cluster, and what this
+# workspace runs against it.
+#
+# Usage:
+#   .ci/queen-engine.sh                     the CI steps: conformance, verify, examples
+#   .ci/queen-engine.sh STEP ...            some of them: conformance | write-baseline |
+#                                           verify | examples | bench
+#   .ci/queen-engine.sh run CMD [ARG ...]   start both, run CMD with QUEEN_URL set, stop
+#
+# Every step runs against one engine, started once: `queen-engine` is installed with
+# `cargo install --locked` into $QUEEN_ENGINE_ROOT (default
+# ~/.cache/queen-ci/queen-engine-1.3.0: ~7 min the first time, reused after), Debian's
+# PostgreSQL is installed with apt when missing, a cluster is made with initdb in a
+# temporary folder (as the `postgres` user when run as root: PostgreSQL refuses root),
+# and both listen on free loopback ports. Both are stopped by pid on every exit path
+# (the EXIT trap, which an error, Ctrl-C or SIGTERM reaches too), and the cluster's
+# folder is removed. Logs and reports go to target/queen-engine/.
+#
+# Exit code: 0 when every step did what it should; 1 when a step found a difference
+# (a new conformance failure, a violation, a broken worker not caught, an example
+# that failed); 2 when something could not run (no PostgreSQL, the engine never
+# healthy, an unknown step). Each step's own code is printed as it ends.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+QE_VERSION=1.3.0
+QE_ROOT=${QUEEN_ENGINE_ROOT:-${HOME:-/root}/.cache/queen-ci/queen-engine-$QE_VERSION}
+QE_BIN="$QE_ROOT/bin/queen"
+WORK="${CARGO_TARGET_DIR:-$PWD/target}/queen-engine"
+BASELINE=conformance/ci/baseline-queen-engine.txt
+mkdir -p "$WORK"
+
+# Nothing here reads stdin: CI runs it with none.
+exec </dev/null
+export DEBIAN_FRONTEND=noninteractive
+
+could_not_run() {
+  echo "queen-engine.sh: could not run: $*" >&2
+  exit 2
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# --- install ---------------------------------------------------------------------
+
+install_engine() {
+  # `cargo install` records what it installed in .crates.toml: the binary is reused
+  # only when that record names this version (a half-finished install has no record).
+  if [[ -x $QE_BIN ]] && grep -qF "\"queen-engine $QE_VERSION " "$QE_ROOT/.crates.toml" 2>/dev/null; then
+    echo "queen-engine $QE_VERSION: reusing $QE_BIN"
+    return
+  fi
+  echo "queen-engine $QE_VERSION: cargo install into $QE_ROOT (about 7 min on 2 cores)"
+  local t0=$SECONDS
+  cargo install queen-engine --version "$QE_VERSION" --locked --root "$QE_ROOT" ||
+    could_not_run "cargo install queen-engine $QE_VERSION failed"
+  echo "queen-engine $QE_VERSION: installed in $((SECONDS - t0)) s"
+}
+
+# The newest PostgreSQL server Debian's packages put under /usr/lib/postgresql.
+pg_bindir() {
+  local d
+  d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+  [[ -n $d && -x $d/initdb && -x $d/postgres ]] && echo "$d"
+}
+
+install_postgres() {
+  PG_BIN=$(pg_bindir || true)
+  if [[ -n $PG_BIN ]]; then
+    return
+  fi
+  if ! command -v apt-get >/dev/null || [[ $(id -u) != 0 ]]; then
+    could_not_run "no PostgreSQL under /usr/lib/postgresql, and no apt-get as root to install it"
+  fi
+  echo "PostgreSQL: apt-get install -y postgresql"
+  apt-get install -y -q postgresql >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q postgresql >/dev/null 2>&1; } ||
+    could_not_run "apt-get install postgresql failed"
+  PG_BIN=$(pg_bindir || true)
+  [[ -n $PG_BIN ]] || could_not_run "postgresql installed, but no server under /usr/lib/postgresql"
+}
+
+# --- start and stop ------------------------------------------------------------------
+
+PG_DIR=
+PG_PID=
+QE_PID=
+
+# Runs a PostgreSQL server program as the cluster's owner: `postgres` when we are root
+# (initdb and postgres refuse to run as root), else ourselves.
+as_pg_owner() {
+  if [[ $(id -u) == 0 ]]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# Stops whatever this script started, by pid, and removes the cluster. Harmless when
+# nothing runs; the EXIT trap.
+stop_all() {
+  local status=$?
+  if [[ -n $QE_PID ]]; then
+    kill -TERM "$QE_PID" 2>/dev/null || true
+    # The engine drains on SIGTERM; 15 s bounds it, then it is killed.
+    for _ in $(seq 1 150); do kill -0 "$QE_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$QE_PID" 2>/dev/null || true
+    wait "$QE_PID" 2>/dev/null || true
+    QE_PID=
+  fi
+  if [[ -n $PG_PID ]]; then
+    # SIGINT is PostgreSQL's fast shutdown: sessions are ended, nothing is kept.
+    kill -INT "$PG_PID" 2>/dev/null || true
+    for _ in $(seq 1 150); do kill -0 "$PG_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$PG_PID" 2>/dev/null || true
+    PG_PID=
+  fi
+  if [[ -n $PG_DIR ]]; then
+    rm -rf "$PG_DIR"
+    PG_DIR=
+  fi
+  return "$status"
+}
+trap stop_all EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+start_postgres() {
+  if [[ $(id -u) == 0 ]] && ! id postgres >/dev/null 2>&1; then
+    could_not_run "running as root and there is no postgres user to run PostgreSQL as"
+  fi
+  PG_DIR=$(mktemp -d /tmp/queen-engine-pg.XXXXXX)
+  [[ $(id -u) == 0 ]] && chown postgres: "$PG_DIR"
+  PG_PORT=$(free_port)
+  # Trust on loopback only: a throwaway cluster that listens nowhere else.
+  as_pg_owner "$PG_BIN/initdb" -D "$PG_DIR/data" -U queen --auth=trust -E UTF8 \
+    --no-sync >"$WORK/initdb.log" 2>&1 ||
+    { cat "$WORK/initdb.log"; could_not_run "initdb failed"; }
+  # The engine's pool defaults to 160 connections (DB_POOL_SIZE); PostgreSQL's
+  # default of 100 would refuse the rest under load.
+  as_pg_owner "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/postgres.log" -w -t 60 start \
+    -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_DIR -c max_connections=300" \
+    >/dev/null || { cat "$PG_DIR/postgres.log"; could_not_run "PostgreSQL did not start"; }
+  PG_PID=$(head -1 "$PG_DIR/data/postmaster.pid")
+  "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U queen queen ||
+    could_not_run "createdb queen failed"
+  echo "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}'): 127.0.0.1:$PG_PORT (pid $PG_PID, $PG_DIR)"
+}
+
+start_engine() {
+  local port mesh
+  port=$(free_port)
+  mesh=$(free_port)
+  mkdir -p "$PG_DIR/buffers"
+  # The engine is configured by environment only (src/config.rs of the crate): PG_*,
+  # the HTTP PORT and bind address, the mesh port (it listens there too, so that is
+  # loopback and free as well), and a file-buffer folder of its own instead of
+  # /var/lib/queen/buffers. Everything else keeps its defaults (KV and timers on, no
+  # auth), as users run it.
+  PG_HOST=127.0.0.1 PG_PORT=$PG_PORT PG_USER=queen PG_PASSWORD=queen PG_DATABASE=queen \
+    PORT=$port QUEEN_BIND_ADDR=127.0.0.1 QUEEN_MESH_PORT=$mesh \
+    FILE_BUFFER_DIR="$PG_DIR/buffers" LOG_LEVEL=${QUEEN_ENGINE_LOG:-warn} \
+    "$QE_BIN" >"$WORK/queen-engine.log" 2>&1 &
+  QE_PID=$!
+  QUEEN_ENGINE_URL="http://127.0.0.1:$port"
+  # It applies its schema at boot; 60 s bounds the wait for a healthy /health.
+  for _ in $(seq 1 600); do
+    if curl -sf "$QUEEN_ENGINE_URL/health" 2>/dev/null | grep -q '"healthy"'; then
+      echo "queen-engine $QE_VERSION: $QUEEN_ENGINE_URL (pid $QE_PID): $(curl -s "$QUEEN_ENGINE_URL/health")"
+      return 0
+    fi
+    kill -0 "$QE_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  tail -50 "$WORK/queen-engine.log"
+  could_not_run "queen-engine did not become healthy at $QUEEN_ENGINE_URL"
+}
+
+start_all() {
+  local t0=$SECONDS
+  install_engine
+  install_postgres
+  start_postgres
+  start_engine
+  export QUEEN_URL=$QUEEN_ENGINE_URL
+  echo "started in $((SECONDS - t0)) s"
+}
+
+# --- dispatch ------------------------------------------------------------------------
+
+if [[ ${1:-} == run ]]; then
+  shift
+  [[ $# -gt 0 ]] || could_not_run "run needs a command"
+  start_all
+  status=0
+  "$@" || status=$?
+  exit "$status"
+fi
