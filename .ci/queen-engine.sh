@@ -4,7 +4,7 @@
 # workspace runs against it.
 #
 # Usage:
-#   .ci/queen-engine.sh                     the CI steps: conformance, verify, examples
+#   .ci/queen-engine.sh                     the CI steps: conformance, examples, verify
 #   .ci/queen-engine.sh STEP ...            some of them: conformance | write-baseline |
 #                                           verify | examples | bench
 #   .ci/queen-engine.sh run CMD [ARG ...]   start both, run CMD with QUEEN_URL set, stop
@@ -190,6 +190,127 @@ start_all() {
   echo "started in $((SECONDS - t0)) s"
 }
 
+# --- the steps ----------------------------------------------------------------------
+# Each runs in a subshell of its own against the engine started once; its exit code
+# follows the header's meaning.
+
+# The profile of the binaries verify and examples run (release, as CI's
+# verify-by-url.sh builds them; QUEEN_ENGINE_PROFILE=dev for a quicker local run).
+PROFILE=${QUEEN_ENGINE_PROFILE:-release}
+TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
+
+# The conformance gate: the recipe of conformance/ci (run-conformance.sh, which the
+# GitHub workflow runs too) with --profile auto and the committed baseline of
+# queen-engine's known failures: 0 when no other case fails, 1 naming the new ones.
+# The suite's binary is a dev build: a run's time is the broker's, not the suite's.
+step_conformance() {
+  [[ -f $BASELINE ]] || could_not_run "no $BASELINE: write it with '.ci/queen-engine.sh write-baseline'"
+  cargo build -q -p queen-conformance
+  QUEEN_CONFORMANCE_BIN="$TARGET_DIR/debug/queen-conformance" \
+    QUEEN_CONFORMANCE_BASELINE="$BASELINE" QUEEN_CONFORMANCE_OUT="$WORK/conformance" \
+    QUEEN_CONFORMANCE_ARGS="--profile auto" bash conformance/ci/run-conformance.sh
+}
+
+# Writes the baseline again from a run against this engine (commit the file after
+# reading its diff). The suite exits 1 when cases fail, which here is the point.
+step_write_baseline() {
+  cargo build -q -p queen-conformance
+  local status=0
+  "$TARGET_DIR/debug/queen-conformance" --url "$QUEEN_URL" --profile auto --wait-ready 60 \
+    --write-baseline "$BASELINE" --output "$WORK/baseline-run.txt" || status=$?
+  [[ $status == 0 || $status == 1 ]] || exit "$status"
+  # The header names the URL it ran against, a port of this run only: name the broker.
+  sed -i "1s|$QUEEN_URL|queen-engine $QE_VERSION on PostgreSQL (.ci/queen-engine.sh write-baseline)|" "$BASELINE"
+  echo "$BASELINE: $(grep -vc '^#' "$BASELINE") known failure(s); the run's report: $WORK/baseline-run.txt"
+}
+
+build_examples() {
+  local flag=()
+  [[ $PROFILE == release ]] && flag=(--release)
+  cargo build -q "${flag[@]}" -p queen-examples --bins
+  BIN="$TARGET_DIR/$([[ $PROFILE == release ]] && echo release || echo debug)"
+}
+
+# The order worker proven by URL through queen-verify's fault proxy (0 violations),
+# and both broken workers caught: verify-worker's own exit code.
+step_verify() {
+  build_examples
+  "$BIN/verify-worker" --url "$QUEEN_URL"
+}
+
+# The examples that use what the engine has, run as a user would with QUEEN_URL; the
+# one that needs what it lacks is run too, and must fail naming that.
+step_examples() {
+  build_examples
+  local failed=0
+
+  echo "-- pipeline (ingest -> enrich -> publish; per-run names)"
+  timeout 120 "$BIN/pipeline" || { echo "pipeline: FAILED"; failed=1; }
+
+  echo "-- order-worker (the long-lived worker on QUEEN_URL: events pushed, then SIGTERM)"
+  # Its names are fixed (orders, receipts, ...); the events' ids and the customer
+  # carry this run's tag so that earlier runs' markers gate nothing here.
+  local run="ci$(date +%s%N)" n=5 i
+  for i in $(seq 1 $n); do
+    curl -sf "$QUEEN_URL/api/v1/push" -H 'Content-Type: application/json' -d "{\"items\":[{\"queue\":\"orders\",\"partition\":\"$run-customer\",\"transactionId\":\"$run-order-$i-paid\",\"payload\":{\"orderId\":\"$run-order-$i\",\"customer\":\"$run-customer\",\"total\":$i}}]}" >/dev/null ||
+      could_not_run "pushing the order-worker's events"
+  done
+  "$BIN/order-worker" >"$WORK/order-worker.log" 2>&1 &
+  local pid=$! settled=0
+  # 60 s bounds the wait for the n steps (each takes milliseconds here).
+  for _ in $(seq 1 600); do
+    settled=$(grep -c "^settled $run-order-.*: committed" "$WORK/order-worker.log" || true)
+    [[ $settled -ge $n ]] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -TERM "$pid" 2>/dev/null || true
+  local rc=0
+  wait "$pid" || rc=$?
+  cat "$WORK/order-worker.log"
+  # What it wrote, read back from the broker: one receipt per event, each order's
+  # state, one reminder per order.
+  local receipts state=0 reminders
+  receipts=$(curl -sf "$QUEEN_URL/api/v1/messages?queue=receipts&partition=$run-customer&limit=100" |
+    python3 -c 'import json,sys; print(len(json.load(sys.stdin)["messages"]))' || echo "?")
+  for i in $(seq 1 $n); do
+    curl -sf "$QUEEN_URL/api/v1/kv/orders/$run-order-$i" | grep -q '"paid"' && state=$((state + 1))
+  done
+  reminders=$(curl -sf "$QUEEN_URL/api/v1/timers/reminders?limit=1000" |
+    python3 -c 'import json,sys; print(sum(r["timerKey"].startswith(sys.argv[1]) for r in json.load(sys.stdin)["rows"]))' "$run-order-" || echo "?")
+  echo "order-worker: exit $rc, $settled of $n committed; receipts $receipts, order states $state, reminders $reminders (of $n each)"
+  if [[ $rc != 0 || $settled != "$n" || $receipts != "$n" || $state != "$n" || $reminders != "$n" ]]; then
+    echo "order-worker: FAILED"
+    failed=1
+  fi
+
+  echo "-- locks (needs the locks API, which queen-engine 1.3 does not have)"
+  local out
+  rc=0
+  out=$(RUST_BACKTRACE=0 timeout 120 "$BIN/locks" 2>&1) || rc=$?
+  echo "$out" | head -20
+  if [[ $rc == 0 ]]; then
+    # A capability that appeared is news, not a failure: say so, so this is updated.
+    echo "locks: RAN (exit 0): queen-engine now has what it needs; move it to the examples that run"
+  elif grep -qiE "no_such_route|unsupported" <<<"$out"; then
+    echo "locks: cannot run on queen-engine $QE_VERSION (as known): it has no locks route"
+  else
+    echo "locks: FAILED otherwise than by the missing locks route (exit $rc)"
+    failed=1
+  fi
+  return "$failed"
+}
+
+# The throughput row of BENCHMARKS.md: the order worker's step through queen-sdk
+# against the official client's (queen-mq 2.7.0) consume loop, one run
+# (.ci/engine-bench). Not a CI step by default: its release build of the official
+# client takes minutes, and a rate on a shared host gates nothing.
+step_bench() {
+  CARGO_TARGET_DIR="$WORK/bench-target" cargo build -q --release \
+    --manifest-path .ci/engine-bench/Cargo.toml
+  "$WORK/bench-target/release/engine-bench" --url "$QUEEN_URL" ${QUEEN_ENGINE_BENCH_ARGS:-}
+}
+
 # --- dispatch ------------------------------------------------------------------------
 
 if [[ ${1:-} == run ]]; then
@@ -200,3 +321,40 @@ if [[ ${1:-} == run ]]; then
   "$@" || status=$?
   exit "$status"
 fi
+
+STEPS=("$@")
+[[ ${#STEPS[@]} -gt 0 ]] || STEPS=(conformance examples verify)
+for step in "${STEPS[@]}"; do
+  case $step in
+    conformance | write-baseline | verify | examples | bench) ;;
+    *) could_not_run "unknown step $step (conformance, write-baseline, verify, examples, bench, or run CMD)" ;;
+  esac
+done
+
+start_all
+worst=0
+summary=()
+for step in "${STEPS[@]}"; do
+  echo "== queen-engine: $step"
+  t0=$SECONDS
+  set +e
+  (
+    set -euo pipefail
+    "step_${step//-/_}"
+  )
+  rc=$?
+  set -e
+  summary+=("$step: exit $rc in $((SECONDS - t0)) s")
+  echo "== queen-engine: $step: exit $rc in $((SECONDS - t0)) s"
+  if [[ $rc -ge 2 ]]; then
+    worst=2
+  elif [[ $rc == 1 && $worst == 0 ]]; then
+    worst=1
+  fi
+  if ! kill -0 "$QE_PID" 2>/dev/null; then
+    tail -50 "$WORK/queen-engine.log"
+    could_not_run "queen-engine exited during step $step"
+  fi
+done
+echo "== queen-engine $QE_VERSION: ${summary[*]/%/;}"
+exit "$worst"
