@@ -6,7 +6,7 @@
 # Usage:
 #   .ci/queen-engine.sh                     the CI steps: conformance, examples, verify
 #   .ci/queen-engine.sh STEP ...            some of them: conformance | write-baseline |
-#                                           verify | examples | bench
+#                                           verify | examples | bench | features
 #   .ci/queen-engine.sh run CMD [ARG ...]   start both, run CMD with QUEEN_URL set, stop
 #
 # Every step runs against one engine, started once: `queen-engine` is installed with
@@ -89,6 +89,7 @@ install_postgres() {
 PG_DIR=
 PG_PID=
 QE_PID=
+STEP_PID=
 
 # Runs a PostgreSQL server program as the cluster's owner: `postgres` when we are root
 # (initdb and postgres refuse to run as root), else ourselves.
@@ -104,6 +105,13 @@ as_pg_owner() {
 # nothing runs; the EXIT trap.
 stop_all() {
   local status=$?
+  if [[ -n $STEP_PID ]]; then
+    # A step cut short (Ctrl-C, SIGTERM): its process group, every process it started.
+    kill -TERM -- "-$STEP_PID" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 -- "-$STEP_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$STEP_PID" 2>/dev/null || true
+    STEP_PID=
+  fi
   if [[ -n $QE_PID ]]; then
     kill -TERM "$QE_PID" 2>/dev/null || true
     # The engine drains on SIGTERM; 15 s bounds it, then it is killed.
@@ -128,6 +136,25 @@ stop_all() {
 trap stop_all EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# Runs "$@" in a process group of its own and waits for it: bash runs a trap only once
+# its foreground command is done, while `wait` returns at once on a signal, so a
+# SIGTERM sent to this script alone still reaches stop_all, which ends that group.
+run_bg() {
+  set -m
+  "$@" &
+  STEP_PID=$!
+  set +m
+  local rc=0
+  wait "$STEP_PID" || rc=$?
+  STEP_PID=
+  return "$rc"
+}
+
+run_step() {
+  set -euo pipefail
+  "step_${1//-/_}"
+}
 
 start_postgres() {
   if [[ $(id -u) == 0 ]] && ! id postgres >/dev/null 2>&1; then
@@ -304,11 +331,24 @@ step_examples() {
 # The throughput row of BENCHMARKS.md: the order worker's step through queen-sdk
 # against the official client's (queen-mq 2.7.0) consume loop, one run
 # (.ci/engine-bench). Not a CI step by default: its release build of the official
-# client takes minutes, and a rate on a shared host gates nothing.
+# client takes minutes, and a rate on a shared host gates nothing. The engine's KV
+# quota (100 writes a second per tenant by default) refuses the step's riders as
+# rate_limited within a second, which stops the run (exit 1); to measure the clients,
+# start the engine with it raised (the engine reads this script's environment):
+#   QUEEN_KV_WRITE_RATE=1000000 QUEEN_KV_WRITE_BURST=1000000 QUEEN_KV_CELL_RATE=0 \
+#     bash .ci/queen-engine.sh bench
 step_bench() {
   CARGO_TARGET_DIR="$WORK/bench-target" cargo build -q --release \
     --manifest-path .ci/engine-bench/Cargo.toml
   "$WORK/bench-target/release/engine-bench" --url "$QUEEN_URL" ${QUEEN_ENGINE_BENCH_ARGS:-}
+}
+
+# What each SDK feature does on this broker, one call each, as Markdown rows (the
+# draft of the SDK README's compatibility table): it records, it does not judge.
+step_features() {
+  CARGO_TARGET_DIR="$WORK/bench-target" cargo build -q --release \
+    --manifest-path .ci/engine-bench/Cargo.toml
+  "$WORK/bench-target/release/sdk-features" "$QUEEN_URL" | tee "$WORK/sdk-features.md"
 }
 
 # --- dispatch ------------------------------------------------------------------------
@@ -318,7 +358,7 @@ if [[ ${1:-} == run ]]; then
   [[ $# -gt 0 ]] || could_not_run "run needs a command"
   start_all
   status=0
-  "$@" || status=$?
+  run_bg "$@" || status=$?
   exit "$status"
 fi
 
@@ -326,8 +366,8 @@ STEPS=("$@")
 [[ ${#STEPS[@]} -gt 0 ]] || STEPS=(conformance examples verify)
 for step in "${STEPS[@]}"; do
   case $step in
-    conformance | write-baseline | verify | examples | bench) ;;
-    *) could_not_run "unknown step $step (conformance, write-baseline, verify, examples, bench, or run CMD)" ;;
+    conformance | write-baseline | verify | examples | bench | features) ;;
+    *) could_not_run "unknown step $step (conformance, write-baseline, verify, examples, bench, features, or run CMD)" ;;
   esac
 done
 
@@ -337,11 +377,9 @@ summary=()
 for step in "${STEPS[@]}"; do
   echo "== queen-engine: $step"
   t0=$SECONDS
+  # Not in an `||` list: there bash would ignore the step's `set -e`.
   set +e
-  (
-    set -euo pipefail
-    "step_${step//-/_}"
-  )
+  run_bg run_step "$step"
   rc=$?
   set -e
   summary+=("$step: exit $rc in $((SECONDS - t0)) s")
