@@ -481,3 +481,35 @@ pub(super) fn probe(
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_offset_is_the_brokers_own_or_its_log_position() {
+        assert_eq!(offset_of(&json!({"offset": 3})), Some(3));
+        assert_eq!(
+            offset_of(&json!({"segment": {"seq": 10, "frameIdx": 2}})),
+            Some(12)
+        );
+        assert_eq!(offset_of(&json!({"id": "m"})), None);
+    }
+
+    #[test]
+    fn consumed_is_the_groups_flag_or_its_cursor_past_the_message() {
+        let d = json!({"offset": 4, "consumerGroups": [
+            {"name": "billing", "consumed": true},
+            {"group": "audit", "consumed": false},
+            {"name": "ahead", "cursor": 5},
+            {"name": "behind", "cursor": 4},
+            {"name": "mute"}]});
+        assert_eq!(consumed_by(&d, "billing"), Ok(true));
+        assert_eq!(consumed_by(&d, "audit"), Ok(false));
+        assert_eq!(consumed_by(&d, "ahead"), Ok(true));
+        assert_eq!(consumed_by(&d, "behind"), Ok(false));
+        assert!(consumed_by(&d, "mute").is_err());
+        assert_eq!(consumed_by(&d, "never-read"), Ok(false));
+    }
+}

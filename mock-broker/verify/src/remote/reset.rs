@@ -143,10 +143,10 @@ impl KnownKeys {
     /// writes nothing the broker would keep.
     pub(crate) fn note_call(&self, method: &Method, path: &str, body: &[u8]) {
         if let Some(rest) = path.strip_prefix("/api/v1/kv/") {
-            if *method == Method::PUT {
-                if let Some((ns, key)) = rest.split_once('/') {
-                    self.add(&percent_decode(ns), &percent_decode(key));
-                }
+            if *method == Method::PUT
+                && let Some((ns, key)) = rest.split_once('/')
+            {
+                self.add(&percent_decode(ns), &percent_decode(key));
             }
             return;
         }
@@ -184,12 +184,13 @@ fn percent_decode(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
         }
         out.push(b[i]);
         i += 1;
@@ -260,4 +261,54 @@ async fn delete_keys(ns: &str, keys: &[String], upstream: &Upstream) -> Result<(
             .map_err(|e| format!("deleting the KV rows of {ns}: {e}"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replica_call_notes_the_keys_it_writes_and_not_those_it_reads() {
+        let k = KnownKeys::default();
+        k.note_call(
+            &Method::POST,
+            "/api/v1/transaction",
+            br#"{"operations": [], "kv": [
+                {"op": "put", "ns": "orders", "key": "o-1"},
+                {"op": "get", "ns": "orders", "key": "o-2"},
+                {"op": "putIfAbsent", "ns": "paid", "key": "o-1-paid"}]}"#,
+        );
+        k.note_call(
+            &Method::POST,
+            "/api/v1/kv",
+            br#"{"operations": [{"op": "incr", "ns": "revenue", "key": "c-1"}]}"#,
+        );
+        k.note_call(&Method::PUT, "/api/v1/kv/stock/sku%2F1", b"{}");
+        k.note_call(&Method::GET, "/api/v1/kv/stock/sku-2", b"");
+        k.note_call(
+            &Method::POST,
+            "/api/v1/push",
+            br#"{"items": [{"ns": "x", "key": "y"}]}"#,
+        );
+        assert_eq!(k.of_namespace("orders"), ["o-1"]);
+        assert_eq!(k.of_namespace("paid"), ["o-1-paid"]);
+        assert_eq!(k.of_namespace("revenue"), ["c-1"]);
+        assert_eq!(k.of_namespace("stock"), ["sku/1"]);
+        assert!(k.of_namespace("x").is_empty());
+    }
+
+    #[test]
+    fn the_known_keys_are_one_set_per_broker_url() {
+        let a = KnownKeys::of("http://127.0.0.1:1/");
+        a.add("ns", "k");
+        assert_eq!(
+            KnownKeys::of("http://127.0.0.1:1").of_namespace("ns"),
+            ["k"]
+        );
+        assert!(
+            KnownKeys::of("http://127.0.0.1:2")
+                .of_namespace("ns")
+                .is_empty()
+        );
+    }
 }
