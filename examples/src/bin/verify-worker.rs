@@ -336,14 +336,20 @@ impl Which {
     }
 
     /// What a run against a broker URL resets before each schedule: what the worker
-    /// writes besides the inputs' queue and the group.
+    /// writes besides the inputs' queue and the group. The keys are named too: Queen
+    /// 2's engine cannot list a KV namespace, and a `paid` marker an earlier run left
+    /// would gate every step of this one.
     fn resources(self) -> Resources {
+        let orders = ORDERS.map(|(order, _, _)| order);
         match self {
             Which::Order | Which::FreshIds => Resources::new()
                 .queues(["receipts"])
-                .kv_namespaces(["orders", "paid"])
+                .kv_keys("orders", orders)
+                .kv_keys("paid", orders.map(|o| format!("{o}-paid")))
                 .timer_queues(["reminders"]),
-            Which::Unfenced => Resources::new().kv_namespaces(["orders", "revenue"]),
+            Which::Unfenced => Resources::new()
+                .kv_keys("orders", orders)
+                .kv_keys("revenue", ["customer-1", "customer-2"]),
         }
     }
 

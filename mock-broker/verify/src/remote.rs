@@ -37,12 +37,13 @@ use crate::invariant::State;
 use crate::replicas::{self, Replica};
 use crate::report::Event;
 use crate::run::{
-    REPLICA_AGENT, RunOutcome, RunSpec, SETUP_AGENT, harness_failure, set_up, setup_failure,
+    REPLICA_AGENT, RunOutcome, RunSpec, SETUP_AGENT, SetupStep, harness_failure, set_up,
+    setup_failure,
 };
 use crate::schedule::Schedule;
 use proxy::{Action, Control, IN_PROCESS_ONLY, Proxy, Upstream};
-use reader::{RemoteReader, evaluate, probe};
-use reset::{Resets, reset};
+use reader::{RemoteReader, evaluate, probe, progress};
+use reset::{KnownKeys, Resets, reset};
 
 /// The lease a remote check gives the worker's batches by default.
 const DEFAULT_LEASE: Duration = Duration::from_secs(2);
@@ -75,6 +76,7 @@ const DEFAULT_LEASE: Duration = Duration::from_secs(2);
 pub struct Resources {
     queues: Vec<String>,
     kv_namespaces: Vec<String>,
+    kv_keys: Vec<(String, String)>,
     timer_queues: Vec<String>,
     groups: Vec<String>,
 }
@@ -113,6 +115,33 @@ impl Resources {
     /// ```
     pub fn kv_namespaces<S: Into<String>>(mut self, ns: impl IntoIterator<Item = S>) -> Self {
         names(&mut self.kv_namespaces, ns);
+        self
+    }
+
+    /// Also deletes these keys of `ns` (and resets `ns` as
+    /// [`Resources::kv_namespaces`] does). Only needed on a broker that cannot list a
+    /// namespace (Queen 2's engine refuses a `getPrefix` with an empty prefix): there a
+    /// reset deletes the keys it knows of, the ones the worker wrote through the fault
+    /// proxy, the setup's rows and the ones the invariants read, all in this process;
+    /// name here what an earlier run may have left, such as a `once` marker no
+    /// invariant reads.
+    ///
+    /// ```
+    /// let r = queen_verify::Resources::new()
+    ///     .kv_keys("paid", ["order-1-paid", "order-2-paid"]);
+    /// # let _ = r;
+    /// ```
+    pub fn kv_keys<S: Into<String>>(
+        mut self,
+        ns: impl Into<String>,
+        keys: impl IntoIterator<Item = S>,
+    ) -> Self {
+        let ns: String = ns.into();
+        self.kv_keys
+            .extend(keys.into_iter().map(|k| (ns.clone(), k.into())));
+        if !self.kv_namespaces.contains(&ns) {
+            self.kv_namespaces.push(ns);
+        }
         self
     }
 
@@ -244,7 +273,7 @@ impl WorkerCheck {
     /// URL: use [`State::messages`], [`State::cursor`], [`State::kv_row`],
     /// [`State::timers`] and [`State::dead_letters`]. To find such an invariant, or one
     /// that reads what the check does not reset, before a worker starts, each run
-    /// evaluates every invariant once over the freshly reset state and ignores its
+    /// evaluates every invariant once before it resets the broker and ignores its
     /// verdict: keep invariants free of side effects.
     ///
     /// ```no_run
@@ -279,10 +308,15 @@ impl WorkerCheck {
         for (kind, _) in IN_PROCESS_ONLY {
             self.plan = self.plan.without(kind);
         }
+        let keys = KnownKeys::of(&broker.url);
+        for (ns, key) in &broker.resets.kv_keys {
+            keys.add(ns, key);
+        }
         self.remote = Some(Arc::new(Remote {
             url: broker.url.clone(),
             broker,
             told: AtomicBool::new(false),
+            keys,
         }));
         self
     }
@@ -296,6 +330,8 @@ pub(crate) struct Remote {
     broker: Broker,
     /// Whether the skipped fault kinds were printed (once per check).
     told: AtomicBool,
+    /// The KV keys the reset deletes where the broker cannot list a namespace.
+    keys: Arc<KnownKeys>,
 }
 
 impl Remote {
@@ -324,24 +360,20 @@ impl Remote {
 }
 
 /// Whether the worker's group has acknowledged every input, read from the group's
-/// detail; a failed read is "not yet".
-async fn all_acked(admin: &Client, spec: &RunSpec) -> bool {
+/// progress on each of their partitions (`reader::progress`); a failed read is "not
+/// yet".
+async fn all_acked(admin: &Client, upstream: &Upstream, spec: &RunSpec) -> bool {
     let mut per: BTreeMap<(&str, &str), u64> = BTreeMap::new();
     for i in &spec.inputs {
         *per.entry((&i.queue, &i.partition)).or_default() += 1;
     }
-    if per.is_empty() {
-        return true;
+    for ((q, p), n) in per {
+        match progress(admin, upstream, q, p, &spec.group).await {
+            Ok(Some(c)) if c.next_offset >= n => {}
+            _ => return false,
+        }
     }
-    let Ok(detail) = admin.consumer_group(&spec.group).await else {
-        return false;
-    };
-    per.into_iter().all(|((q, p), n)| {
-        detail
-            .partitions(q)
-            .iter()
-            .any(|x| x.partition == p && x.cursor.is_some_and(|c| c >= n))
-    })
+    true
 }
 
 /// Runs one schedule against `remote`'s broker through a fault proxy.
@@ -361,27 +393,22 @@ pub(crate) async fn run_remote(
         Err(e) => return setup_failure(e),
     };
     let resets = Resets::of(&spec, &remote.broker.resets);
-    if let Err(e) = reset(&resets, &admin, &upstream).await {
-        return setup_failure(format!("resetting the broker at {url} before the run: {e}"));
-    }
-    // Short leases: a lapsed one is waited for in real time.
-    let input_queues: BTreeSet<&str> = spec.inputs.iter().map(|i| i.queue.as_str()).collect();
-    for q in &input_queues {
-        let options = QueueOptions::new().lease_time(remote.broker.lease);
-        if let Err(e) = admin.configure(q, options).await {
-            return setup_failure(format!("configuring the queue {q} at {url}: {e}"));
+    for step in &spec.setup {
+        if let SetupStep::KvRow { ns, key, .. } = step {
+            remote.keys.add(ns, key);
         }
     }
-    let setup_event = match set_up(&spec, &admin).await {
-        Ok(event) => event,
-        Err(e) => return setup_failure(format!("{e} (at {url})")),
-    };
     let reader = RemoteReader {
         handle: Handle::current(),
         client: admin.clone(),
+        upstream: upstream.clone(),
         resets,
+        keys: Arc::clone(&remote.keys),
         unreset: Mutex::default(),
     };
+    // The probe comes before the reset: besides finding an invariant that cannot run
+    // here, it notes the KV keys the invariants read, which the reset then deletes on
+    // a broker that cannot list a namespace (what an earlier process left included).
     let (reader, probed) = {
         let spec = Arc::clone(&spec);
         let url = url.to_string();
@@ -402,13 +429,33 @@ pub(crate) async fn run_remote(
             faults_hit: 0,
         };
     }
+    if let Err(e) = reset(&reader.resets, &admin, &upstream, &remote.keys).await {
+        return setup_failure(format!("resetting the broker at {url} before the run: {e}"));
+    }
+    // Short leases: a lapsed one is waited for in real time.
+    let input_queues: BTreeSet<&str> = spec.inputs.iter().map(|i| i.queue.as_str()).collect();
+    for q in &input_queues {
+        let options = QueueOptions::new().lease_time(remote.broker.lease);
+        if let Err(e) = admin.configure(q, options).await {
+            return setup_failure(format!("configuring the queue {q} at {url}: {e}"));
+        }
+    }
+    let setup_event = match set_up(&spec, &admin).await {
+        Ok(event) => event,
+        Err(e) => return setup_failure(format!("{e} (at {url})")),
+    };
 
     let (actions, mut requests) = mpsc::unbounded_channel();
-    let control = Control::new(schedule, remote.broker.lease, actions);
+    let control = Control::new(
+        schedule,
+        remote.broker.lease,
+        actions,
+        Arc::clone(&remote.keys),
+    );
     if let Some(e) = setup_event {
         control.event(e);
     }
-    let proxy = match Proxy::start(upstream, Arc::clone(&control)).await {
+    let proxy = match Proxy::start(upstream.clone(), Arc::clone(&control)).await {
         Ok(p) => p,
         Err(e) => return setup_failure(format!("starting the fault proxy: {e}")),
     };
@@ -443,7 +490,7 @@ pub(crate) async fn run_remote(
             () = tokio::time::sleep(Duration::from_millis(50)) => {}
         }
         replicas::note_exits(&mut replicas, |e| control.event(e)).await;
-        if all_acked(&admin, &spec).await {
+        if all_acked(&admin, &upstream, &spec).await {
             break;
         }
         if started.elapsed() > spec.run_timeout {

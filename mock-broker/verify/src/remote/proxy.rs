@@ -41,6 +41,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use super::reset::KnownKeys;
 use crate::report::{Event, TraceCall, TraceEntry};
 use crate::run::{REPLICA_AGENT, SETUP_AGENT, is_background};
 use crate::schedule::{Fault, FaultKind, Route, Schedule};
@@ -112,6 +113,11 @@ impl Upstream {
             prefix: uri.path().trim_end_matches('/').to_string(),
             token,
         })
+    }
+
+    /// The broker's base URL, for messages.
+    pub(crate) fn base(&self) -> String {
+        format!("{}://{}{}", self.scheme, self.authority, self.prefix)
     }
 
     fn uri(&self, path_and_query: &str) -> Result<Uri, String> {
@@ -213,14 +219,18 @@ pub(crate) struct Control {
     book: Mutex<Book>,
     actions: mpsc::UnboundedSender<Action>,
     lease_secs: u64,
+    /// Where the KV keys a replica writes are noted, for the resets that follow.
+    keys: Arc<KnownKeys>,
 }
 
 impl Control {
-    /// The proxy's state for one run under `schedule`, capping leases at `lease`.
+    /// The proxy's state for one run under `schedule`, capping leases at `lease` and
+    /// noting in `keys` the KV keys the replicas write.
     pub(crate) fn new(
         schedule: Schedule,
         lease: Duration,
         actions: mpsc::UnboundedSender<Action>,
+        keys: Arc<KnownKeys>,
     ) -> Arc<Control> {
         Arc::new(Control {
             schedule,
@@ -228,6 +238,7 @@ impl Control {
             book: Mutex::default(),
             actions,
             lease_secs: lease.as_secs().max(1),
+            keys,
         })
     }
 
@@ -430,6 +441,10 @@ async fn handle(
                 relay,
             ));
     };
+
+    // Noted before the call is faulted or forwarded: a key that may have been
+    // written is one the next reset deletes (a delete of a key not there is harmless).
+    control.keys.note_call(&method, &path, &body);
 
     // Leases as short as the check's, so what a lost answer leaves comes back soon.
     let (pq, body) = match route {
