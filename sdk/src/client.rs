@@ -236,7 +236,8 @@ impl ClientBuilder {
                 auth: self.auth,
                 retry: self.retry,
                 request_timeout: self.request_timeout,
-                generation: AtomicU8::new(UNKNOWN),
+                lacking: AtomicU8::new(0),
+                having: AtomicU8::new(0),
             }),
         })
     }
@@ -273,25 +274,21 @@ pub(crate) struct Inner {
     pub(crate) retry: RetryPolicy,
     /// The limit of one exchange, unless the call sets its own (a long-poll).
     request_timeout: Duration,
-    /// What the broker's answers have shown it to be, learned, never set by the user:
-    /// [`UNKNOWN`], [`QUEEN_V0`] or [`QUEEN_2`].
-    generation: AtomicU8,
+    /// The features the broker's answers have shown it lacks, one bit each
+    /// ([`Capability::bit`]), learned, never set by the user: a route of the feature
+    /// answered with a web page (Queen v0 serves its console there) or with 404
+    /// `no_such_route`, or a committed transaction came back without the results of
+    /// that part (Queen v0 ignores `kv`, `timers` and `positions`; Queen 2's engine
+    /// `positions`). A transaction with that part is then refused before it is sent;
+    /// the other features are not affected. Proof of a missing part outweighs an
+    /// earlier commit of it.
+    lacking: AtomicU8,
+    /// The features a committed transaction came back with the results of: their
+    /// results are no longer read for that proof (it took about 0.8 µs of a KV step:
+    /// perf, `push-kv`). Only learned when the client has one URL (behind several, the
+    /// next answer may be another broker's).
+    having: AtomicU8,
 }
-
-/// Nothing learned yet: a committed transaction's results are read for its Queen 2
-/// parts.
-const UNKNOWN: u8 = 0;
-/// A Queen v0 (PostgreSQL) broker: a route of KV, timers or locks answered with its
-/// web console, or a committed transaction came back without the results of the parts
-/// v0 ignores. A transaction with KV, timers or positions is then refused before it is
-/// sent. A Queen 2 broker never shows this, so nothing changes there. It wins over
-/// [`QUEEN_2`]: proof of a missing part outweighs an earlier commit.
-const QUEEN_V0: u8 = 1;
-/// A Queen 2 broker: a committed transaction came back with the results of its KV,
-/// timer or position parts. Only learned when the client has one URL (behind several,
-/// the next answer may be another broker's). Committed answers' results are then no
-/// longer read for that proof: it took about 0.8 µs of a KV step (perf, `push-kv`).
-const QUEEN_2: u8 = 2;
 
 /// Whether a failed call may be sent again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -423,32 +420,27 @@ impl Client {
         &self.inner.retry
     }
 
-    /// Whether the broker is known to lack Queen 2's KV, timers, positions and locks
-    /// (a Queen v0 broker, learned from its answers).
-    pub(crate) fn lacks_v2_parts(&self) -> bool {
-        self.inner.generation.load(Ordering::Relaxed) == QUEEN_V0
+    /// Whether the broker is known to lack `c`.
+    pub(crate) fn lacks(&self, c: Capability) -> bool {
+        self.inner.lacking.load(Ordering::Relaxed) & c.bit() != 0
     }
 
-    /// Records that the broker answered as Queen v0 does.
-    pub(crate) fn learn_lacks_v2_parts(&self) {
-        self.inner.generation.store(QUEEN_V0, Ordering::Relaxed);
+    /// Records that the broker answered as one without `c` does.
+    pub(crate) fn learn_lacks(&self, c: Capability) {
+        self.inner.lacking.fetch_or(c.bit(), Ordering::Relaxed);
+        self.inner.having.fetch_and(!c.bit(), Ordering::Relaxed);
     }
 
-    /// Whether the broker is known to be a Queen 2 broker.
-    pub(crate) fn has_v2_parts(&self) -> bool {
-        self.inner.generation.load(Ordering::Relaxed) == QUEEN_2
+    /// Whether the broker is known to have `c` (and not since found without it).
+    pub(crate) fn has(&self, c: Capability) -> bool {
+        self.inner.having.load(Ordering::Relaxed) & c.bit() != 0 && !self.lacks(c)
     }
 
-    /// Records that the broker committed a Queen 2 part, when the client talks to one
-    /// broker only and has not learned it is a v0 one.
-    pub(crate) fn learn_has_v2_parts(&self) {
+    /// Records that the broker committed a part of kind `c`, when the client talks to
+    /// one broker only.
+    pub(crate) fn learn_has(&self, c: Capability) {
         if self.inner.bases.len() == 1 {
-            let _ = self.inner.generation.compare_exchange(
-                UNKNOWN,
-                QUEEN_2,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
+            self.inner.having.fetch_or(c.bit(), Ordering::Relaxed);
         }
     }
 
@@ -607,7 +599,7 @@ impl Client {
         if let Some(capability) = capability_of(path)
             && (html || bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'<'))
         {
-            self.learn_lacks_v2_parts();
+            self.learn_lacks(capability);
             return Err(Error::Unsupported {
                 capability,
                 committed: false,
@@ -635,6 +627,18 @@ impl Client {
         let message = field("error").unwrap_or_else(text);
         // Without `code`, `error` is the code (`wire.md` section 1).
         let code = field("code").or_else(|| field("error"));
+        // A feature's route the broker does not have at all (Queen 2's engine has no
+        // locks): the feature is missing, not the call wrong.
+        if let Some(capability) = capability_of(path)
+            && status == hyper::StatusCode::NOT_FOUND
+            && code.as_deref() == Some("no_such_route")
+        {
+            self.learn_lacks(capability);
+            return Err(Error::Unsupported {
+                capability,
+                committed: false,
+            });
+        }
         Err(Error::Api {
             status: status.as_u16(),
             code,

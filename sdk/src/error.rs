@@ -171,6 +171,16 @@ impl Capability {
             Self::Locks => "locks",
         }
     }
+
+    /// Its bit in the client's sets of features learned.
+    pub(crate) fn bit(self) -> u8 {
+        match self {
+            Self::Kv => 1,
+            Self::Timers => 2,
+            Self::Positions => 4,
+            Self::Locks => 8,
+        }
+    }
 }
 
 impl fmt::Display for Capability {
@@ -239,7 +249,7 @@ pub enum Error {
     /// without KV that nothing else guards (no step marker can be had there); or a
     /// transaction guarded for its own resends only (its step marker or push id minted
     /// for the call) whose last attempt may have applied. For a transaction, opt in
-    /// with [`crate::TransactionBuilder::retry_unsafe`] to resend it as it is.
+    /// with [`crate::TransactionBuilder::resend`] ([`crate::Resend::AsIs`]) to resend it as it is.
     #[error("the outcome is unknown (the call may have applied): {cause}")]
     OutcomeUnknown {
         /// What happened.
@@ -250,14 +260,16 @@ pub enum Error {
     #[error("transport: {0}")]
     Transport(#[from] TransportError),
     /// The broker does not have this feature (Queen v0 has no KV, timers, positions or
-    /// locks): its route answered with something other than the API (v0 serves its web
-    /// console there), or, in a transaction, the broker is known to drop that part.
-    /// When `committed` is true the broker committed the rest of the transaction (its
-    /// acks and pushes) and ignored this part: this is how a first transaction with KV,
-    /// timers or positions sent to such a broker ends; the client then refuses the next
-    /// ones before sending them. (A client with one URL whose broker has committed such
-    /// a part once knows it for a Queen 2 broker and stops checking its answers.)
-    #[error("the broker has no {capability} support{}", if *committed { " (it committed the transaction's acks and pushes and ignored that part)" } else { "; nothing was applied" })]
+    /// locks; Queen 2's engine 1.3 no positions or locks): its route answered with
+    /// something other than the API (v0 serves its web console there) or with 404
+    /// `no_such_route`, or, in a transaction, the broker is known to drop that part.
+    /// When `committed` is true the broker committed the rest of the transaction and
+    /// ignored this part: this is how a first transaction with a part such a broker
+    /// drops ends, never as a commit; the client then refuses the next ones with that
+    /// part before sending them, and only them (a broker without positions still gets
+    /// KV steps). A client with one URL whose broker has committed such a part once
+    /// knows it has it and stops checking its answers for it.
+    #[error("the broker has no {capability} support{}", if *committed { "; it committed the rest of the transaction without it (only that part did not apply)" } else { "; nothing was applied" })]
     Unsupported {
         /// The missing feature.
         capability: Capability,

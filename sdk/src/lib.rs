@@ -148,7 +148,8 @@ pub use timers::{CancelTimer, PendingTimer, Timer, TimerOp, TimerPage, TimerStar
 pub use transport::{TransportError, TransportErrorKind};
 pub use txn::{
     AckResult, Commit, Committed, Gate, GateKind, KvReason, KvResult, PositionResult, Push,
-    PushResult, STEP_MARKER_NS, StepResult, TimerResult, TimerStatus, TransactionBuilder, Ttl,
+    PushResult, Resend, STEP_MARKER_NS, StepResult, TimerResult, TimerStatus, TransactionBuilder,
+    Ttl,
 };
 pub use worker::{ErrorKind, Outcome, Stopped, Summary, Worker, WorkerError, WorkerErrorKind};
 

@@ -203,7 +203,7 @@ async fn an_ungated_kv_only_step_is_resent_under_the_step_marker_and_counts_once
 }
 
 #[tokio::test]
-async fn retry_unsafe_opts_out_of_the_step_marker_and_counts_twice() {
+async fn resend_as_is_opts_out_of_the_step_marker_and_counts_twice() {
     let (broker, _clock, client) = setup().await;
     broker
         .faults()
@@ -211,7 +211,7 @@ async fn retry_unsafe_opts_out_of_the_step_marker_and_counts_twice() {
     let out = client
         .transaction()
         .kv(|k| k.incr("stats", "visits", 1, Ttl::Forever))
-        .retry_unsafe(true)
+        .resend(queen_sdk::Resend::AsIs)
         .commit()
         .await
         .unwrap();

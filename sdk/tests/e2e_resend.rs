@@ -151,7 +151,8 @@ async fn ack_and_incr_mid_batch_counts_once() {
 async fn ack_and_incr_last_of_batch_counts_once() {
     let (broker, _clock, client) = broker().await;
     let msgs = batch(&client, 2).await;
-    client.transaction().ack(&msgs[0]).commit().await.unwrap();
+    let first = client.transaction().ack(&msgs[0]).commit().await.unwrap();
+    assert!(first.is_committed());
     broker.faults().inject(Lost::Dropped.fault());
     let out = client
         .transaction()
@@ -428,4 +429,22 @@ async fn a_worker_with_batch_5_and_ack_incr_counts_5_for_5_messages() {
         );
         broker.shutdown().await;
     }
+}
+
+#[tokio::test]
+async fn resend_never_leaves_an_unguarded_step_unknown_and_applied_once() {
+    let (broker, _clock, client) = broker().await;
+    let msgs = batch(&client, 2).await;
+    broker.faults().inject(Lost::Dropped.fault());
+    let out = client
+        .transaction()
+        .ack(&msgs[0])
+        .kv(|k| k.incr("stats", "n", 1, Ttl::Forever))
+        .resend(queen_sdk::Resend::Never)
+        .commit()
+        .await;
+    assert!(matches!(out, Err(Error::OutcomeUnknown { .. })), "{out:?}");
+    assert_eq!(broker.requests().matching(TXN).len(), 1, "not resent");
+    assert_eq!(counter(&broker, "stats", "n").as_deref(), Some("1"));
+    broker.shutdown().await;
 }

@@ -311,10 +311,10 @@ async fn a_guarded_step_that_keeps_failing_after_it_may_have_applied_is_outcome_
 }
 
 #[tokio::test]
-async fn an_ungated_kv_only_transaction_is_retried_with_retry_unsafe() {
+async fn an_ungated_kv_only_transaction_is_resent_as_is_when_asked() {
     let (server, arrivals) = broker(vec![engine_error(503, "retry"), kv_commit_answer()]).await;
     let outcome = ungated_kv(client(&server, fast()).transaction())
-        .retry_unsafe(true)
+        .resend(queen_sdk::Resend::AsIs)
         .commit()
         .await
         .expect("retried as asked");

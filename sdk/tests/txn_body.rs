@@ -8,7 +8,10 @@ use base64::engine::general_purpose::STANDARD as B64;
 use queen_sdk::{AckStatus, Client, LockGuard, Message, RetryPolicy, TransactionBuilder, Ttl};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_json, header, method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::{Mock, MockServer};
+
+mod common;
+use common::Commits;
 
 /// The lease of the spec's example.
 const LEASE_A: &str = "0199a7c2-5e1b-7f3a-8c21-4d9e0b6a1f37";
@@ -57,15 +60,6 @@ fn order_shipped() -> Message<Value> {
     )
 }
 
-/// The spec's commit: any successful answer will do for capturing the body, as long as
-/// it reads as a Queen 2 broker's (one that applied KV, timers and positions says so with
-/// their results; without any, the SDK reports the parts a v0 broker ignored).
-fn commit_answer() -> Value {
-    json!({"transactionId": "0199a7c2-61f0-7b02-9a4c-0e5d3f2b8c11", "success": true,
-           "results": [{"type": "kv", "opIndex": 0, "op": "get", "ns": "orders", "key": "order-7",
-                        "value": null, "version": null}]})
-}
-
 fn client(server: &MockServer) -> Client {
     Client::builder()
         .url(server.uri())
@@ -107,7 +101,7 @@ async fn sent_whole(build: impl FnOnce(TransactionBuilder) -> TransactionBuilder
     Mock::given(method("POST"))
         .and(path("/api/v1/transaction"))
         .and(header("content-type", "application/json"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(commit_answer()))
+        .respond_with(Commits { positions: true })
         .expect(1)
         .mount(&server)
         .await;
@@ -172,7 +166,7 @@ async fn the_seed_step_sends_the_spec_example_body() {
     Mock::given(method("POST"))
         .and(path("/api/v1/transaction"))
         .and(body_json(&expected))
-        .respond_with(ResponseTemplate::new(200).set_body_json(commit_answer()))
+        .respond_with(Commits { positions: true })
         .expect(1)
         .mount(&server)
         .await;
@@ -901,10 +895,18 @@ async fn a_timer_in_a_step_that_acks_gets_a_derived_txn() {
 }
 
 #[tokio::test]
-async fn a_timer_without_an_ack_or_a_txn_sends_no_txn() {
-    let body =
-        sent(|t| t.timer("reminders", "order-7", |t| t.after(Duration::from_secs(60)))).await;
-    assert!(body["timers"][0].get("txn").is_none(), "{body}");
+async fn a_timer_without_an_ack_or_a_txn_gets_one_minted_for_the_call() {
+    // Queen 2's engine refuses a scheduled timer without a txn; with no ack to derive
+    // it from, it is minted for the call (the same in the call's resends).
+    let a = sent(t_timer).await;
+    let b = sent(t_timer).await;
+    let txn = |b: &Value| b["timers"][0]["txn"].as_str().map(str::to_string);
+    assert!(txn(&a).is_some_and(|t| !t.is_empty()), "{a}");
+    assert_ne!(txn(&a), txn(&b), "a new one for each call");
+}
+
+fn t_timer(t: TransactionBuilder) -> TransactionBuilder {
+    t.timer("reminders", "order-7", |t| t.after(Duration::from_secs(60)))
 }
 
 #[tokio::test]
@@ -1113,12 +1115,19 @@ async fn the_step_marker_goes_first_where_nothing_else_guards_a_resend() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/api/v1/transaction"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(commit_answer()))
+        .respond_with(Commits { positions: true })
         .mount(&server)
         .await;
     let template = incr(client(&server).transaction());
     for _ in 0..2 {
-        template.clone().commit().await.expect("commit");
+        assert!(
+            template
+                .clone()
+                .commit()
+                .await
+                .expect("commit")
+                .is_committed()
+        );
     }
     let received = server.received_requests().await.expect("recording is on");
     let keys: Vec<Value> = received

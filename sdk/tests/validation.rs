@@ -7,15 +7,10 @@ use std::time::Duration;
 use queen_sdk::{Client, Error, Message, PushItem, RetryPolicy, TransactionBuilder, Ttl};
 use serde_json::{Value, json};
 use wiremock::matchers::{any, method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::{Mock, MockServer};
 
-/// A Queen 2 commit: a broker that applied KV, timers or positions answers their results
-/// (without any, the SDK reports the parts a v0 broker ignored); one will do here.
-fn commit_answer() -> Value {
-    json!({"transactionId": "0199a7c2-61f0-7b02-9a4c-0e5d3f2b8c11", "success": true,
-           "results": [{"type": "kv", "opIndex": 0, "op": "get", "ns": "orders", "key": "order-7",
-                        "value": null, "version": null}]})
-}
+mod common;
+use common::Commits;
 
 fn client(server: &MockServer) -> Client {
     Client::builder()
@@ -29,7 +24,7 @@ fn client(server: &MockServer) -> Client {
 async fn silent_broker() -> MockServer {
     let server = MockServer::start().await;
     Mock::given(any())
-        .respond_with(ResponseTemplate::new(200).set_body_json(commit_answer()))
+        .respond_with(Commits { positions: true })
         .expect(0)
         .named("nothing may be sent")
         .mount(&server)
@@ -67,7 +62,7 @@ async fn accepted(build: impl FnOnce(TransactionBuilder) -> TransactionBuilder) 
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/api/v1/transaction"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(commit_answer()))
+        .respond_with(Commits { positions: true })
         .expect(1)
         .mount(&server)
         .await;

@@ -132,6 +132,8 @@ pub(crate) struct Plan {
     /// 0: the competing consumers (queue mode); otherwise worker `w` pops as consumer
     /// group `g{w % groups}`, subscription mode `all` (`pop` and `pop-ack`).
     pub groups: usize,
+    /// `ack-incr` through the SDK without the step marker.
+    pub no_step_marker: bool,
 }
 
 impl Plan {
@@ -414,6 +416,15 @@ async fn sdk_op(c: &Client, plan: &Plan, worker: usize, seq: u64, deadline: Inst
             .transaction()
             .ack(&msg)
             .push(&n.output, |p| p.partition(&msg.partition).payload(&receipt)),
+        Shape::AckIncr => c
+            .transaction()
+            .ack(&msg)
+            .kv(|k| k.incr(&n.orders_ns, &o.customer, 1, Ttl::Forever))
+            .resend(if plan.no_step_marker {
+                queen_sdk::Resend::Never
+            } else {
+                queen_sdk::Resend::Marked
+            }),
         _ => c
             .transaction()
             .ack(&msg)
@@ -862,6 +873,17 @@ fn step_body(plan: &Plan, m: &Popped) -> String {
         js(&m.partition_id),
         js(&m.consumer_group),
     );
+    if plan.shape == Shape::AckIncr {
+        // The step without a marker: what a hand-written client sends.
+        b.pop(); // the ack's trailing comma
+        let _ = write!(
+            b,
+            r#"],"requiredLeases":[{lease}],"kv":[{{"op":"incr","ns":{},"key":{},"delta":1}}]}}"#,
+            js(&n.orders_ns),
+            js(&o.customer),
+        );
+        return b;
+    }
     let (queue, partition) = match plan.shape {
         Shape::AckPush => (&n.output, &m.partition),
         _ => (&n.receipts, &o.customer),
@@ -903,6 +925,7 @@ mod tests {
             noop_pop: false,
             batch: 1,
             groups: 0,
+            no_step_marker: false,
         }
     }
 
@@ -944,6 +967,14 @@ mod tests {
         assert_eq!(b["operations"][1]["items"][0]["queue"], "load-out-t");
         assert_eq!(b["operations"][1]["items"][0]["partition"], "p3");
         assert!(b.get("kv").is_none());
+
+        // `ack-incr` raw: the SDK's step without its marker.
+        let b: serde_json::Value =
+            serde_json::from_str(&step_body(&plan(Shape::AckIncr), &popped())).unwrap();
+        assert_eq!(b["operations"].as_array().unwrap().len(), 1);
+        assert_eq!(b["requiredLeases"][0], "L");
+        assert_eq!(b["kv"][0]["op"], "incr");
+        assert_eq!(b["kv"][0]["delta"], 1);
     }
 
     #[test]

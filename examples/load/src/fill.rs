@@ -156,7 +156,7 @@ pub(crate) async fn schedule_timers(
     chunked(0, count, TIMER_CHUNK, TIMER_IN_FLIGHT, |from, to| {
         let (c, queue) = (client.clone(), queue.to_string());
         async move {
-            let mut t = c.transaction().retry_unsafe(true);
+            let mut t = c.transaction().resend(queen_sdk::Resend::AsIs);
             for i in from..to {
                 t = t.timer(&queue, format!("t{i}"), |t| {
                     t.after(TIMER_DELAY)

@@ -112,6 +112,11 @@ pub enum Shape {
     AckPush,
     /// Pop one message, then the seed's step: ack, push, KV put, `once`, timer.
     SeedStep,
+    /// Pop one message, then a transaction: its ack (leased) and one KV `incr`. Nothing
+    /// the first commit leaves behind guards a resend of this step, so through the SDK
+    /// it carries the SDK's step marker (`--no-step-marker` leaves it out: the marker's
+    /// cost, measured against the same step without it).
+    AckIncr,
     /// One wildcard pop of up to `--batch` messages with `autoAck`, not waiting.
     Pop,
     /// One wildcard pop of up to `--batch` messages under a lease, not waiting, then one
@@ -126,6 +131,7 @@ impl Shape {
             Shape::PushKv => "push-kv",
             Shape::AckPush => "ack-push",
             Shape::SeedStep => "seed-step",
+            Shape::AckIncr => "ack-incr",
             Shape::Pop => "pop",
             Shape::PopAck => "pop-ack",
         }
@@ -243,6 +249,10 @@ pub struct Args {
     /// Without it the embedded broker runs as the released binary does: without.
     #[arg(long)]
     pub harness: bool,
+    /// `ack-incr` through the SDK: send the step without the SDK's step marker
+    /// (`Resend::Never`), to measure what the marker costs.
+    #[arg(long)]
+    pub no_step_marker: bool,
     /// Soak mode (`src/soak.rs`): for this many minutes, a fixed `--rate` of mixed
     /// pushes, pops with acks, transactions (ack + push + KV put), KV reads and writes
     /// and timers through the SDK, on queues with completed retention, sampled every
@@ -545,6 +555,7 @@ async fn drive(args: &Args, duration: f64, url: &str, target: &Target) -> anyhow
         noop_pop: args.against_noop && args.noop_pop,
         batch: args.batch,
         groups: args.groups,
+        no_step_marker: args.no_step_marker,
     });
     let driver = Arc::new(Driver::new(args.mode, url, args.token.as_deref())?);
     let pops = !args.against_noop && !args.shape.writes_only();

@@ -17,26 +17,29 @@
 //! - `lock-guard`: an ack and the `incr`, gated on a lock the handler takes and holds;
 //! - `expected-version`: an ack, a write that requires the key to be absent
 //!   (`expect(0)`), and the `incr`;
-//! - `unsafe`: the `ack-incr` step sent with `retry_unsafe(true)`, which resends it as
+//! - `unsafe`: the `ack-incr` step sent with `resend(Resend::AsIs)`, which resends it as
 //!   it is: caught counting a step twice.
 //!
-//! Each runs on fresh in-process brokers, on a paused clock; the same seed prints the
-//! same report every time. Exit codes: 0 when every shape is proven and the unsafe one
+//! Each runs on fresh in-process brokers, on a paused clock (the same seed prints the
+//! same report every time), or with `--url` against a broker by URL through a fault
+//! proxy, resetting what the workers write there before each schedule. Exit codes: 0 when every shape is proven and the unsafe one
 //! caught (or, with `--shape`, when that one does what it should); 1 when not; 2 when a
 //! check could not run or the command line is wrong.
 //!
 //! ```sh
 //! cargo run --release -p queen-examples --bin verify-shapes          # 100 schedules each
 //! cargo run -p queen-examples --bin verify-shapes -- --shape ack-incr --schedules 20
+//! cargo run -p queen-examples --bin verify-shapes -- --url http://127.0.0.1:6632 \
+//!     --shape ack-incr,required-decrement,unsafe                     # a broker by URL
 //! ```
 
 use std::process::ExitCode;
 use std::time::Instant;
 
-use queen_sdk::{AckStatus, Client, Delivery, StartAt, TransactionBuilder, Ttl};
+use queen_sdk::{AckStatus, Client, Delivery, Resend, StartAt, TransactionBuilder, Ttl};
 use queen_verify::{
-    Cli, CliError, FaultKind, FaultPlan, Input, Invariant, Outcome, ReplayCommand, Route, State,
-    Stop, Verdict, WorkerCheck,
+    Broker, Cli, CliError, FaultKind, FaultPlan, Input, Invariant, Outcome, ReplayCommand,
+    Resources, Route, State, Stop, Verdict, WorkerCheck,
 };
 use serde_json::json;
 
@@ -145,8 +148,23 @@ impl Shape {
             Shape::ExpectedVersion => {
                 count(ack.kv(|k| k.put("seen", &id, &true, Ttl::Forever).expect(0).required()))
             }
-            Shape::Unsafe => count(ack).retry_unsafe(true),
+            Shape::Unsafe => count(ack).resend(Resend::AsIs),
         })
+    }
+
+    /// What a run against a broker URL resets before each schedule besides the inputs'
+    /// queue and the group: what the worker writes (the step markers need no reset:
+    /// their keys are new for each lease).
+    fn resources(self) -> Resources {
+        let ids: Vec<String> = inputs().iter().map(|i| i.transaction_id.clone()).collect();
+        let r = Resources::new().kv_keys("tally", ["steps", "failures"]);
+        match self {
+            Shape::AckTimer => r.timer_queues(["reminders"]),
+            Shape::AckPushOwnId => r.queues(["receipts"]),
+            Shape::RequiredDecrement => r.kv_keys("stock", ["sku-1"]),
+            Shape::ExpectedVersion => r.kv_keys("seen", ids),
+            _ => r,
+        }
     }
 
     fn check(self, schedules: usize) -> WorkerCheck {
@@ -211,9 +229,8 @@ impl Shape {
     }
 }
 
-fn report(shape: Shape, verdict: &Verdict, check: &WorkerCheck) -> bool {
+fn report(shape: Shape, verdict: &Verdict, check: &WorkerCheck, program: &str) -> bool {
     let name = shape.name();
-    let program = format!("verify-shapes --shape {name}");
     if let Some(why) = &verdict.could_not_run {
         println!("{name}: {why}");
         return false;
@@ -229,7 +246,7 @@ fn report(shape: Shape, verdict: &Verdict, check: &WorkerCheck) -> bool {
                 c.violation
             );
             println!("  minimal schedule: {}", c.schedule);
-            println!("  {}", ReplayCommand::new(&program, check, &c.schedule));
+            println!("  {}", ReplayCommand::new(program, check, &c.schedule));
             true
         }
         (Shape::Unsafe, None) => {
@@ -247,16 +264,20 @@ fn report(shape: Shape, verdict: &Verdict, check: &WorkerCheck) -> bool {
         }
         (_, Some(c)) => {
             print!("{name}: {c}");
-            println!("  {}", ReplayCommand::new(&program, check, &c.schedule));
+            println!("  {}", ReplayCommand::new(program, check, &c.schedule));
             false
         }
     }
 }
 
-const USAGE: &str =
-    "usage: verify-shapes [--shape NAME] [--seed N] [--schedules N] [--replay SCHEDULE]
-  --shape NAME   run one check: ack-incr, ack-timer, ack-push-own-id, failed-ack,
-                 required-decrement, lock-guard, expected-version or unsafe (default: all)";
+const USAGE: &str = "usage: verify-shapes [--shape NAME[,NAME...]] [--url URL] [--seed N] [--schedules N] [--replay SCHEDULE]
+  --shape NAMES  run these checks: ack-incr, ack-timer, ack-push-own-id, failed-ack,
+                 required-decrement, lock-guard, expected-version, unsafe (default: all)
+  --url URL      run against the broker at URL through a fault proxy (QUEEN_TOKEN: its
+                 token); before each schedule it resets what the workers write there";
+
+/// Schedules against a URL by default: each takes real time.
+const URL_SCHEDULES: usize = 10;
 
 fn main() -> ExitCode {
     let usage = |e: &dyn std::fmt::Display| {
@@ -271,21 +292,44 @@ fn main() -> ExitCode {
         }
         Err(e) => return usage(&e),
     };
-    let mut only = None;
+    let (mut only, mut url): (Option<Vec<Shape>>, Option<String>) = (None, None);
     let mut rest = cli.rest.iter();
     while let Some(arg) = rest.next() {
         let (flag, value) = match arg.split_once('=') {
             Some((f, v)) => (f, Some(v.to_string())),
             None => (arg.as_str(), rest.next().cloned()),
         };
-        match (flag, value.as_deref().and_then(Shape::parse)) {
-            ("--shape", Some(s)) => only = Some(s),
-            ("--shape", None) => {
-                return usage(&format!("--shape takes a shape's name, not {value:?}"));
+        match (flag, value) {
+            ("--shape", Some(v)) => {
+                let mut shapes = Vec::new();
+                for name in v.split(',') {
+                    match Shape::parse(name.trim()) {
+                        Some(s) => shapes.push(s),
+                        None => return usage(&format!("--shape: no shape named {name:?}")),
+                    }
+                }
+                only = Some(shapes);
             }
+            ("--url", Some(v)) => url = Some(v),
+            ("--shape" | "--url", None) => return usage(&format!("{flag} needs a value")),
             _ => return usage(&format!("unknown argument {arg:?}")),
         }
     }
+    // Against a URL: each check resets what its worker writes on that broker.
+    let target = |shape: Shape, check: WorkerCheck| match &url {
+        Some(u) => {
+            let mut broker = Broker::url(u, shape.resources());
+            if let Ok(token) = std::env::var("QUEEN_TOKEN") {
+                broker = broker.token(token);
+            }
+            check.against(broker)
+        }
+        None => check,
+    };
+    let program = |shape: Shape| match &url {
+        Some(u) => format!("verify-shapes --shape {} --url {u}", shape.name()),
+        None => format!("verify-shapes --shape {}", shape.name()),
+    };
     let schedules = match (cli.schedules, std::env::var(queen_verify::SCHEDULES_VAR)) {
         (Some(n), _) => n,
         (None, Ok(v)) => match v.trim().parse() {
@@ -297,31 +341,36 @@ fn main() -> ExitCode {
                 ));
             }
         },
+        (None, Err(_)) if url.is_some() => URL_SCHEDULES,
         (None, Err(_)) => 100,
     };
     if let Some(schedule) = &cli.replay {
-        let Some(shape) = only else {
-            return usage(&"--replay needs --shape: which worker's schedule it is");
+        let Some(&[shape]) = only.as_deref() else {
+            return usage(&"--replay needs one --shape: which worker's schedule it is");
         };
-        let verdict = cli.verdict(&cli.configure(shape.check(1)));
+        let verdict = cli.verdict(&cli.configure(target(shape, shape.check(1))));
         println!("{}: replay of {schedule}", shape.name());
         print!("{verdict}");
         return verdict.outcome().into();
     }
     let started = Instant::now();
     println!(
-        "verify-shapes: {} inputs in batches of 5, 2 replicas, answers of committed steps lost; {schedules} schedules from seed {:#x}",
+        "verify-shapes: {} inputs in batches of 5, 2 replicas, answers of committed steps lost; {schedules} schedules from seed {:#x}, {}",
         total(),
-        cli.seed.unwrap_or(SEED)
+        cli.seed.unwrap_or(SEED),
+        match &url {
+            Some(u) => format!("against the broker at {u} through a fault proxy"),
+            None => "each on a fresh in-process broker".to_string(),
+        }
     );
     let mut outcome = Outcome::Proven;
     for shape in Shape::ALL
         .into_iter()
-        .filter(|s| only.is_none_or(|o| o == *s))
+        .filter(|s| only.as_ref().is_none_or(|o| o.contains(s)))
     {
-        let check = cli.configure(shape.check(schedules));
+        let check = cli.configure(target(shape, shape.check(schedules)));
         let verdict = cli.verdict(&check);
-        let as_expected = report(shape, &verdict, &check);
+        let as_expected = report(shape, &verdict, &check, &program(shape));
         if verdict.could_not_run.is_some() {
             outcome = Outcome::CouldNotRun;
         } else if !as_expected && outcome == Outcome::Proven {
@@ -330,7 +379,7 @@ fn main() -> ExitCode {
     }
     println!(
         "{} ({:.1} s in all)",
-        match (outcome, only) {
+        match (outcome, &only) {
             (Outcome::Proven, None) => "result: every shape proven; the unsafe one caught",
             (Outcome::Proven, Some(_)) => "result: as expected",
             _ => "result: FAILED",

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use queen_sdk::{Client, PushItem, StartAt, Ttl};
+use queen_sdk::{Client, PushItem, Resend, StartAt, Ttl};
 use queen_verify::{
     Event, Input, Invariant, Route, Schedule, Stop, TraceEntry, Verdict, WorkerCheck,
 };
@@ -34,11 +34,11 @@ async fn reserve(client: Client, stop: Stop) -> Result<queen_sdk::Summary, queen
         .await
 }
 
-/// The same step without the marker, resent as it is (`retry_unsafe`). Its ack is
+/// The same step without the marker, resent as it is (`Resend::AsIs`). Its ack is
 /// fenced, but a fenced ack of a message already acked is a no-op while the rest of its
 /// batch holds the lease (`spec/transaction.md`: only a released lease rolls the
 /// resend back), and its condition is as true on the resend, so the resend of a step
-/// whose answer was lost takes a second unit. Without `retry_unsafe` the SDK's step
+/// whose answer was lost takes a second unit. With the default `Resend::Marked` the SDK's step
 /// marker gates that resend.
 async fn reserve_ungated(
     client: Client,
@@ -52,7 +52,11 @@ async fn reserve_ungated(
             move |_msg, step| {
                 let step = step
                     .kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required())
-                    .retry_unsafe(resend_as_is);
+                    .resend(if resend_as_is {
+                        Resend::AsIs
+                    } else {
+                        Resend::Marked
+                    });
                 async move { Ok::<_, String>(step) }
             },
             stop,

@@ -27,7 +27,7 @@ impl TransactionBuilder {
     /// committed (certainly, for a [`GateKind::Step`] gate). A step guarded for this
     /// call only (its marker, or a push id, minted for it) whose last attempt may have
     /// applied answers [`Error::OutcomeUnknown`]; so does any step that nothing guards
-    /// on a broker without KV. See [`TransactionBuilder::retry_unsafe`] to opt out.
+    /// on a broker without KV. [`TransactionBuilder::resend`] chooses another policy.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -74,10 +74,8 @@ impl TransactionBuilder {
             // The held locks' guards as of now, named in a refusal like any other gate.
             return Box::pin(self.with_held_guards().send()).await;
         }
-        let v2_part = self.v2_part();
-        if let Some(capability) = v2_part
-            && self.client.lacks_v2_parts()
-        {
+        // A part the broker is known to drop: refused before anything is sent.
+        if let Some(capability) = self.v2_parts().find(|c| self.client.lacks(*c)) {
             return Err(Error::Unsupported {
                 capability,
                 committed: false,
@@ -88,7 +86,7 @@ impl TransactionBuilder {
         let body = self.render(marker)?;
         let answer = self
             .client
-            .post("/api/v1/transaction", body, guard.replay(self.retry_unsafe))
+            .post("/api/v1/transaction", body, guard.replay(self.resend))
             .await?;
         // The marker is the first KV slot, after the acks and pushes; the caller's own
         // KV operations keep their indices.
@@ -106,24 +104,36 @@ impl TransactionBuilder {
                 }
             }
         })?;
-        // A Queen v0 broker ignores `kv`, `timers` and `positions` and commits the rest:
-        // its results then hold only the operations'. Say so instead of reporting a
-        // commit of parts that were never applied, and refuse them from now on.
-        if let Commit::Committed(c) = &commit
-            && (v2_part.is_some() || marker.is_some())
-            && !self.client.has_v2_parts()
-        {
-            if !c.has_v2_result() {
-                self.client.learn_lacks_v2_parts();
-                // Only the step marker was dropped: what the caller asked for applied.
-                if let Some(capability) = v2_part {
+        // A Queen v0 broker ignores `kv`, `timers` and `positions` and commits the rest;
+        // Queen 2's engine ignores `positions`. Their results are then missing: say so
+        // instead of reporting a commit of parts that were never applied, and refuse
+        // those parts (and only those) from now on.
+        if let Commit::Committed(c) = &commit {
+            let asked: Vec<Capability> = self
+                .v2_parts()
+                .chain(marker.map(|_| Capability::Kv))
+                .filter(|cap| !self.client.has(*cap))
+                .collect();
+            if !asked.is_empty() {
+                let came_back = c.v2_results();
+                let mut dropped = None;
+                for cap in asked {
+                    if came_back & cap.bit() != 0 {
+                        self.client.learn_has(cap);
+                    } else {
+                        self.client.learn_lacks(cap);
+                        // Only the step marker dropped: what the caller asked for applied.
+                        if dropped.is_none() && self.v2_parts().any(|p| p == cap) {
+                            dropped = Some(cap);
+                        }
+                    }
+                }
+                if let Some(capability) = dropped {
                     return Err(Error::Unsupported {
                         capability,
                         committed: true,
                     });
                 }
-            } else {
-                self.client.learn_has_v2_parts();
             }
         }
         if let (Some(slot), Commit::Committed(c)) = (marker_slot, &mut commit) {
@@ -132,17 +142,16 @@ impl TransactionBuilder {
         Ok(commit)
     }
 
-    /// The first Queen 2 part (KV, timers, positions) this transaction carries.
-    fn v2_part(&self) -> Option<Capability> {
-        if !self.kv.is_empty() {
-            Some(Capability::Kv)
-        } else if !self.timers.is_empty() {
-            Some(Capability::Timers)
-        } else if !self.positions.is_empty() {
-            Some(Capability::Positions)
-        } else {
-            None
-        }
+    /// The Queen 2 parts (KV, timers, positions) this transaction carries, in that
+    /// order.
+    fn v2_parts(&self) -> impl Iterator<Item = Capability> + '_ {
+        [
+            (!self.kv.is_empty()).then_some(Capability::Kv),
+            (!self.timers.is_empty()).then_some(Capability::Timers),
+            (!self.positions.is_empty()).then_some(Capability::Positions),
+        ]
+        .into_iter()
+        .flatten()
     }
 }
 

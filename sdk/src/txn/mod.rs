@@ -42,7 +42,7 @@ mod wire;
 pub use gate::{Gate, GateKind, KvReason};
 pub(crate) use ops::Position;
 pub use ops::Push;
-pub use resend::STEP_MARKER_NS;
+pub use resend::{Resend, STEP_MARKER_NS};
 pub(crate) use results::gate_fields;
 pub use results::{
     AckResult, Commit, Committed, KvResult, PositionResult, PushResult, StepResult, TimerResult,
@@ -110,7 +110,8 @@ pub struct TransactionBuilder {
     kv: Vec<(KvOp, GateKind)>,
     timers: Vec<TimerSpec>,
     positions: Vec<Position>,
-    retry_unsafe: bool,
+    /// How a step nothing else guards is resent.
+    resend: Resend,
     /// Locks held until the commit answers ([`TransactionBuilder::hold`]).
     held: Vec<Held>,
 }
@@ -178,7 +179,7 @@ impl Client {
             kv: Vec::new(),
             timers: Vec::new(),
             positions: Vec::new(),
-            retry_unsafe: false,
+            resend: Resend::Marked,
             held: Vec::new(),
         }
     }

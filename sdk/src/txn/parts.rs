@@ -1,7 +1,7 @@
 //! The parts a step is made of: the builder's calls that add acks, pushes, KV
 //! operations, gates, timers and positions.
 
-use super::{GateKind, Held, Operation, Position, Push, TransactionBuilder, Ttl};
+use super::{GateKind, Held, Operation, Position, Push, Resend, TransactionBuilder, Ttl};
 use crate::client::Client;
 use crate::kv::{Kv, KvOp};
 use crate::locks::LockGuard;
@@ -367,11 +367,10 @@ impl TransactionBuilder {
         &self.client
     }
 
-    /// Resends this transaction after a 5xx or a lost connection as it is, without the
-    /// SDK's step marker ([`crate::STEP_MARKER_NS`]) that would otherwise keep a resend
-    /// of a step nothing else guards from applying it twice (see
-    /// [`TransactionBuilder::commit`]): for a step you know to be harmless to repeat,
-    /// or on a broker without KV, where no marker can be had.
+    /// How this step is sent again after a failure that may have applied it, when
+    /// nothing it writes guards the resend (see [`Resend`] and
+    /// [`TransactionBuilder::commit`]): with the SDK's step marker (the default), not
+    /// at all, or as it is.
     ///
     /// ```
     /// # use queen_sdk::Ttl;
@@ -380,23 +379,44 @@ impl TransactionBuilder {
     /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
     /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use queen_mock_broker::harness::Fault;
-    /// use queen_sdk::{Commit, GateKind};
+    /// use queen_sdk::{Commit, Error, GateKind, Resend};
     /// let count = || client.transaction().kv(|k| k.incr("stats", "visits", 1, Ttl::Forever));
     /// // The broker commits, then the answer is lost: the resend finds the step marker.
     /// broker.faults().inject(Fault::commit_then_drop().on("/api/v1/transaction"));
     /// let Commit::Gated { gate, retried: true, .. } = count().commit().await? else { panic!() };
     /// assert_eq!(gate.kind, GateKind::Step); // committed once
-    /// // Opted out, the step is sent again as it is (and here counts twice).
+    /// // Sent again as it is, it counts twice.
     /// broker.faults().inject(Fault::commit_then_drop().on("/api/v1/transaction"));
-    /// let c = count().retry_unsafe(true).commit().await?.committed().unwrap();
+    /// let c = count().resend(Resend::AsIs).commit().await?.committed().unwrap();
     /// assert!(c.retried);
     /// assert_eq!(c.kv().next().unwrap().value, Some(serde_json::json!(3)));
+    /// // Not sent again: the caller is told the outcome is unknown (it applied: 4).
+    /// broker.faults().inject(Fault::commit_then_drop().on("/api/v1/transaction"));
+    /// assert!(matches!(count().resend(Resend::Never).commit().await, Err(Error::OutcomeUnknown { .. })));
     /// # broker.shutdown().await;
     /// # Ok(())
     /// # }
     /// ```
-    pub fn retry_unsafe(mut self, yes: bool) -> Self {
-        self.retry_unsafe = yes;
+    pub fn resend(mut self, policy: Resend) -> Self {
+        self.resend = policy;
         self
+    }
+
+    /// `resend(Resend::AsIs)` when `yes`, else the default [`Resend::Marked`].
+    ///
+    /// ```
+    /// let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// let step = client.transaction().kv(|k| k.incr("stats", "n", 1, queen_sdk::Ttl::Forever));
+    /// # #[allow(deprecated)]
+    /// let step = step.retry_unsafe(true); // = .resend(Resend::AsIs)
+    /// # let _ = step;
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `resend(Resend::AsIs)`, or `Resend::Never` to not resend at all"
+    )]
+    pub fn retry_unsafe(self, yes: bool) -> Self {
+        self.resend(if yes { Resend::AsIs } else { Resend::Marked })
     }
 }

@@ -325,7 +325,9 @@ impl TransactionBuilder {
                     parts.extend([t.queue.as_str(), t.key.as_str()]);
                     Some(Cow::Owned(derive_id(&parts)))
                 }
-                None => None,
+                // Nothing to derive from: an id minted for this call, the same in its
+                // resends (Queen 2's engine refuses a scheduled timer without one).
+                None => Some(Cow::Owned(uuid::Uuid::now_v7().to_string())),
             };
             out.push(t.checked_wire(&op, txn)?);
         }

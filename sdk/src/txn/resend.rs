@@ -23,14 +23,14 @@
 //! `putIfAbsent` placed first among the step's KV operations, so that a resend after a
 //! commit is gated by it before any condition of yours is evaluated and answers
 //! [`Commit::Gated`](crate::Commit::Gated) with [`GateKind::Step`]. On a broker known to
-//! have no KV (Queen v0) such a step is not resent: a failure that may have applied is
-//! [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).
+//! have no KV (Queen v0), or with [`Resend::Never`], such a step is not resent: a
+//! failure that may have applied is [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).
 
 use std::collections::BTreeSet;
 
 use super::{GateKind, Operation, TransactionBuilder, Ttl};
 use crate::client::Replay;
-use crate::error::{Error, Result};
+use crate::error::{Capability, Error, Result};
 use crate::ids::derive_id;
 use crate::kv::{Kv, KvOp};
 use crate::message::AckStatus;
@@ -45,6 +45,44 @@ use crate::validate;
 /// assert_eq!(queen_sdk::STEP_MARKER_NS, "queen.steps");
 /// ```
 pub const STEP_MARKER_NS: &str = "queen.steps";
+
+/// How a step is sent again after a failure that may have applied it (a 5xx, a lost
+/// connection), when nothing the step itself writes guards the resend; see
+/// [`TransactionBuilder::resend`]. A step guarded by its own parts (a push, a `once`
+/// marker) or harmless to repeat (`completed` acks and reads) is resent under every
+/// policy.
+///
+/// ```
+/// use queen_sdk::{Resend, Ttl};
+/// let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+/// // A hot path that would rather not pay for the marker: not resent; a failure that
+/// // may have applied is `Error::OutcomeUnknown`, and a worker leaves the message to
+/// // its lease (redelivered if the step did not apply, gone if it did).
+/// let step = client.transaction().kv(|k| k.incr("stats", "n", 1, Ttl::Forever)).resend(Resend::Never);
+/// # let _ = step;
+/// assert_eq!(Resend::default(), Resend::Marked);
+/// # Ok::<(), queen_sdk::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Resend {
+    /// The step carries the SDK's step marker ([`STEP_MARKER_NS`]) and is resent: a
+    /// resend after a commit is gated ([`GateKind::Step`]). One more KV write in the
+    /// step's own transaction: on the cheapest such step (ack + `incr`, through the SDK
+    /// against the durable reference broker, 64 workers) 0.86 of the throughput and
+    /// 1.16 times the CPU per step without it (`examples/load/step-marker-cost.sh`,
+    /// 6 rounds, medians). The default.
+    #[default]
+    Marked,
+    /// No marker, and not resent once an attempt may have applied:
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown). Nothing to pay on the
+    /// happy path; a worker leaves the message to its lease's expiry, whose
+    /// redelivery finds the step done (its ack applied) or runs it again.
+    Never,
+    /// No marker, resent as it is: the step may apply twice (an `incr` counts twice).
+    /// For a step you know to be harmless to repeat.
+    AsIs,
+}
 
 /// The shortest time a step marker is kept.
 const MIN_MARKER_TTL_SECS: u64 = 60;
@@ -69,15 +107,15 @@ pub(super) enum Guard {
         /// resend by the caller would not be guarded.
         this_call_only: bool,
     },
-    /// Nothing, and no marker can be had (the broker has no KV, or the caller chose
-    /// [`TransactionBuilder::retry_unsafe`]): resent only if the caller said so.
+    /// Nothing, and no marker can be had (the broker has no KV) or the caller chose
+    /// none ([`Resend::Never`], [`Resend::AsIs`]): resent only if the caller said so.
     Unguarded,
 }
 
 impl Guard {
     /// Whether the transport may send the body again after a failure that may have
     /// applied.
-    pub(super) fn replay(&self, retry_unsafe: bool) -> Replay {
+    pub(super) fn replay(&self, policy: Resend) -> Replay {
         match self {
             Guard::Own {
                 this_call_only: true,
@@ -87,7 +125,7 @@ impl Guard {
                 ..
             } => Replay::Guarded,
             Guard::Harmless | Guard::Own { .. } | Guard::Marker { .. } => Replay::Safe,
-            Guard::Unguarded if retry_unsafe => Replay::Safe,
+            Guard::Unguarded if policy == Resend::AsIs => Replay::Safe,
             Guard::Unguarded => Replay::Unsafe,
         }
     }
@@ -139,7 +177,7 @@ impl TransactionBuilder {
         if only_completed_acks {
             return Ok(Guard::Harmless);
         }
-        if self.retry_unsafe || self.client.lacks_v2_parts() {
+        if self.resend != Resend::Marked || self.client.lacks(Capability::Kv) {
             return Ok(Guard::Unguarded);
         }
         if self.kv.len() >= validate::MAX_KV_OPS {

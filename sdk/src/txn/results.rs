@@ -7,6 +7,8 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 
+use crate::error::Capability;
+
 use serde::Deserialize;
 use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
@@ -634,19 +636,22 @@ impl Committed {
         self.results.hidden = Some(slot);
     }
 
-    /// Whether a KV, timer or position result came back (a Queen v0 broker leaves
-    /// them out), read from each result's `type` alone when they are not decoded yet.
-    pub(crate) fn has_v2_result(&self) -> bool {
+    /// Which kinds of Queen 2 result came back, as [`Capability`] bits: KV, timer,
+    /// position (a Queen v0 broker leaves all out, Queen 2's engine positions), read
+    /// from each result's `type` alone when they are not decoded yet.
+    pub(crate) fn v2_results(&self) -> u8 {
         if let Some(decoded) = self.results.decoded.get() {
-            return decoded.iter().any(|r| {
-                matches!(
-                    r,
-                    StepResult::Kv(_) | StepResult::Timer(_) | StepResult::Position(_)
-                )
+            return decoded.iter().fold(0, |bits, r| {
+                bits | match r {
+                    StepResult::Kv(_) => Capability::Kv.bit(),
+                    StepResult::Timer(_) => Capability::Timers.bit(),
+                    StepResult::Position(_) => Capability::Positions.bit(),
+                    _ => 0,
+                }
             });
         }
         let text = &self.results.body[self.results.span.clone()];
-        serde_json::from_slice::<AnyV2>(text).is_ok_and(|any| any.0)
+        serde_json::from_slice::<AnyV2>(text).map_or(0, |any| any.0)
     }
 
     /// One result per slot, in index order, decoded from the answer the first time
@@ -787,7 +792,7 @@ impl Committed {
 /// (one that is not an object, or whose `type` is not a string, is some other result).
 /// Reading each element's `type` through a small struct instead took 2.2 µs on a seed
 /// step's answer, more than decoding its envelope.
-struct AnyV2(bool);
+struct AnyV2(u8);
 
 impl<'de> Deserialize<'de> for AnyV2 {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<AnyV2, D::Error> {
@@ -798,19 +803,20 @@ impl<'de> Deserialize<'de> for AnyV2 {
                 f.write_str("an array of results")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AnyV2, A::Error> {
-                let mut any = false;
+                let mut bits = 0;
                 while let Some(IsV2(v2)) = seq.next_element()? {
-                    any |= v2;
+                    bits |= v2;
                 }
-                Ok(AnyV2(any))
+                Ok(AnyV2(bits))
             }
         }
         d.deserialize_seq(Elements)
     }
 }
 
-/// One element of `results` (or its `type`'s value): whether it names a Queen 2 part.
-struct IsV2(bool);
+/// One element of `results` (or its `type`'s value): the [`Capability`] bit of the
+/// Queen 2 part it names, or 0.
+struct IsV2(u8);
 
 impl<'de> Deserialize<'de> for IsV2 {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<IsV2, D::Error> {
@@ -847,10 +853,15 @@ impl<'de> Visitor<'de> for IsV2Visitor {
         f.write_str("any JSON value")
     }
     fn visit_str<E>(self, v: &str) -> Result<IsV2, E> {
-        Ok(IsV2(matches!(v, "kv" | "timer" | "position")))
+        Ok(IsV2(match v {
+            "kv" => Capability::Kv.bit(),
+            "timer" => Capability::Timers.bit(),
+            "position" => Capability::Positions.bit(),
+            _ => 0,
+        }))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<IsV2, A::Error> {
-        let mut v2 = false;
+        let mut v2 = 0;
         while let Some(IsType(is_type)) = map.next_key()? {
             if is_type {
                 v2 = map.next_value::<IsV2>()?.0;
@@ -862,22 +873,22 @@ impl<'de> Visitor<'de> for IsV2Visitor {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<IsV2, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(IsV2(false))
+        Ok(IsV2(0))
     }
     fn visit_bool<E>(self, _: bool) -> Result<IsV2, E> {
-        Ok(IsV2(false))
+        Ok(IsV2(0))
     }
     fn visit_i64<E>(self, _: i64) -> Result<IsV2, E> {
-        Ok(IsV2(false))
+        Ok(IsV2(0))
     }
     fn visit_u64<E>(self, _: u64) -> Result<IsV2, E> {
-        Ok(IsV2(false))
+        Ok(IsV2(0))
     }
     fn visit_f64<E>(self, _: f64) -> Result<IsV2, E> {
-        Ok(IsV2(false))
+        Ok(IsV2(0))
     }
     fn visit_unit<E>(self) -> Result<IsV2, E> {
-        Ok(IsV2(false))
+        Ok(IsV2(0))
     }
 }
 
