@@ -127,15 +127,26 @@ impl Shape {
                 p.transaction_id(format!("receipt-{id}"))
                     .payload(&json!({"id": id}))
             })),
-            // The first delivery of each partition's first input fails (counted apart),
-            // its redelivery completes.
-            Shape::FailedAck if id.ends_with("-0") && msg.message().delivery_attempt == Some(1) => {
-                msg.step_with(AckStatus::Failed {
-                    error: "the first attempt fails".into(),
-                })
-                .kv(|k| k.incr("tally", "failures", 1, Ttl::Forever))
+            // Each partition's first input fails once (counted apart; the step also
+            // records that it failed), then completes. Read from the broker, not from
+            // the delivery's attempt count, which not every broker sends.
+            Shape::FailedAck => {
+                let failed_before = ack
+                    .client()
+                    .kv()
+                    .get::<bool>("failed-once", &id)
+                    .await?
+                    .is_some();
+                if id.ends_with("-0") && !failed_before {
+                    msg.step_with(AckStatus::Failed {
+                        error: "the first attempt fails".into(),
+                    })
+                    .kv(|k| k.put("failed-once", &id, &true, Ttl::Forever))
+                    .kv(|k| k.incr("tally", "failures", 1, Ttl::Forever))
+                } else {
+                    count(ack)
+                }
             }
-            Shape::FailedAck => count(ack),
             Shape::RequiredDecrement => {
                 ack.kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required())
             }
@@ -158,11 +169,13 @@ impl Shape {
     fn resources(self) -> Resources {
         let ids: Vec<String> = inputs().iter().map(|i| i.transaction_id.clone()).collect();
         let r = Resources::new().kv_keys("tally", ["steps", "failures"]);
+        let first: Vec<String> = PARTITIONS.iter().map(|p| format!("{p}-0")).collect();
         match self {
             Shape::AckTimer => r.timer_queues(["reminders"]),
             Shape::AckPushOwnId => r.queues(["receipts"]),
             Shape::RequiredDecrement => r.kv_keys("stock", ["sku-1"]),
             Shape::ExpectedVersion => r.kv_keys("seen", ids),
+            Shape::FailedAck => r.kv_keys("failed-once", first),
             _ => r,
         }
     }
