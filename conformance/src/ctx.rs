@@ -121,13 +121,35 @@ impl Ctx {
         self.settings.latency.max(self.slowest())
     }
 
-    /// Fails as [`crate::FailureKind::Inconclusive`] when this broker's answers are too
-    /// slow for a window of `window` that must hold `requests` requests (with room for
-    /// as many again): the case could not tell a broken rule from a slow broker, so it
-    /// says so instead of failing. Call it when a check inside the window failed.
+    /// The shortest lease or TTL a case that waits for one to lapse asks for, in whole
+    /// seconds: 1, or the time of 4 requests at the latency the preflight measured
+    /// (rounded up), whichever is longer. So the requests a case makes inside the window
+    /// (a pop and then an ack under its lease, a put and then a read) fit in it on a
+    /// slow broker too, instead of failing a MUST for the broker's speed.
+    pub fn window_secs(&self) -> u64 {
+        let four = self.settings.latency.as_secs_f64() * 4.0;
+        (four.ceil() as u64).max(1)
+    }
+
+    /// [`Ctx::window_secs`] as a duration.
+    pub fn window(&self) -> Duration {
+        Duration::from_secs(self.window_secs())
+    }
+
+    /// Waits out a window of [`Ctx::window_secs`], with 1.1 s of room for a broker that
+    /// keeps lease and expiry times in whole seconds.
+    pub async fn lapse(&self) {
+        tokio::time::sleep(self.window() + Duration::from_millis(1_100)).await;
+    }
+
+    /// `failure` as [`crate::FailureKind::Inconclusive`] when this case run's slowest
+    /// answer is too slow for a window of `window` that must hold `requests` requests:
+    /// the case could not tell a broken rule from a slow broker, so it says so instead
+    /// of failing. The runner applies it to every failure of a case that needs `Time`,
+    /// with [`Ctx::window`] and 4 requests; on a broker that answered as fast as the
+    /// preflight measured, a failure stays a failure.
     pub fn too_slow_for(&self, window: Duration, requests: u32, failure: Failure) -> Failure {
-        let needed = self.latency() * requests * 2;
-        if needed < window {
+        if self.slowest() * requests <= window {
             return failure;
         }
         Failure {
@@ -135,8 +157,9 @@ impl Ctx {
             ..Failure::inconclusive(
                 failure.expected,
                 format!(
-                    "inconclusive: this check needs {requests} requests inside {window:?}, and this broker took {:?} for one (the slowest answer of the case, or the preflight's); it saw: {}",
-                    self.latency(),
+                    "inconclusive: this case needs {requests} requests inside {window:?}, and one of its answers took {:?} (the preflight measured {:?}); it saw: {}",
+                    self.slowest(),
+                    self.settings.latency,
                     failure.actual
                 ),
             )

@@ -297,6 +297,11 @@ async fn attempts(
                 if let Some(gone) = broker_gone(&ctx, false, case, cfg, halt).await {
                     return gone;
                 }
+                // A case that waits for a lease or TTL to lapse, whose own answers were
+                // too slow for its window, could not judge.
+                if case.needs.contains(&crate::case::Capability::Time) {
+                    f = ctx.too_slow_for(ctx.window(), 4, f);
+                }
                 // Too slow to judge: saying so once is enough (a rerun would wait as
                 // long again to learn the same).
                 if f.kind == FailureKind::Inconclusive {
@@ -396,6 +401,40 @@ mod tests {
         // Written from this run, the baseline lists the flaky case with why.
         let written = Baseline::from_report(&report);
         assert!(written.known["t.flips"].starts_with("flaky: failed 1 of 2 attempts"));
+    }
+
+    static SLOW: AtomicU32 = AtomicU32::new(0);
+
+    /// A case that could not decide (too slow) is inconclusive: reported as such, run
+    /// once, never a failure, and a run with it and a pass is still conformant.
+    #[tokio::test]
+    async fn an_inconclusive_case_is_neither_passed_nor_failed() {
+        let cases = vec![
+            case("t.slow", |_| {
+                Box::pin(async {
+                    SLOW.fetch_add(1, Ordering::SeqCst);
+                    Err(Failure::inconclusive("32 sequences", "inconclusive: 5 of 32 ran"))
+                })
+            }),
+            case("t.holds2", |_| Box::pin(async { Ok(()) })),
+        ];
+        let report = run(&RunConfig::new("http://127.0.0.1:9"), cases).await;
+        let slow = report.results.iter().find(|r| r.id == "t.slow").expect("t.slow");
+        assert!(matches!(slow.status, Status::Inconclusive(_)), "{:?}", slow.status);
+        assert_eq!(SLOW.load(Ordering::SeqCst), 1, "not retried");
+        assert_eq!(report.counts(), (1, 0, 0));
+        assert_eq!(report.inconclusive(), 1);
+        assert!(report.ok(), "{}", report.summary());
+        assert_eq!(report.summary(), "1 passed, 0 failed, 0 skipped, 1 inconclusive");
+        // Alone, it judged nothing: not ok.
+        let alone = run(
+            &RunConfig::new("http://127.0.0.1:9"),
+            vec![case("t.slow", |_| {
+                Box::pin(async { Err(Failure::inconclusive("x", "inconclusive: y")) })
+            })],
+        )
+        .await;
+        assert!(!alone.ok(), "{}", alone.summary());
     }
 
     /// `--only` with a part that selects nothing is a mistake to report, not a smaller

@@ -171,3 +171,29 @@ async fn a_broker_that_stops_answering_midrun_is_named_once() {
     );
     broker.shutdown().await;
 }
+
+/// At 150 ms a request (the speed the issue measured), the cases that wait for a lease
+/// or a TTL size their window from the preflight's latency and pass, and a property
+/// that runs out of its time budget is inconclusive, not a MUST failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_broker_gets_sized_windows_and_inconclusive_properties() {
+    let broker = MockBroker::start_in_memory().await.expect("a broker");
+    let slow = support::start_proxy(&broker.url(), &[support::Breakage::Slow]).await;
+    let only = "core.health,core.kv.expired-is-absent,core.pop.lease-expiry-redelivers,txn.ack.fenced.expired-lease,prop.model.queue";
+    // More sequences than fit in the property's 35 s budget at this speed.
+    let r = run_binary(&["--url", &slow, "--only", only, "--cases", "5000"]).await;
+    assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("4 passed, 0 failed, 0 skipped, 1 inconclusive"),
+        "{}",
+        r.stdout
+    );
+    let row = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("prop.model.queue"))
+        .expect("the property's row");
+    assert!(row.contains("INCONC"), "{row}");
+    assert!(row.contains("of 5000 sequences ran, none failed"), "{row}");
+    broker.shutdown().await;
+}
