@@ -310,3 +310,50 @@ macro_rules! case {
         }
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The suite's statement of the contract ships with it: every section a failure can
+    /// link to has its heading in its file, and every case id is listed in the file of
+    /// its section, so no failure links to a rule that is not written down.
+    #[test]
+    fn every_case_links_to_a_written_section() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("spec");
+        let read = |file: &str| {
+            std::fs::read_to_string(dir.join(file))
+                .unwrap_or_else(|e| panic!("conformance/spec/{file}: {e}"))
+        };
+        for &(prefix, file, _) in SECTIONS {
+            let s = spec_section(prefix);
+            let heading = format!("\n## {}\n", s.anchor());
+            assert!(
+                read(file).contains(&heading),
+                "conformance/spec/{file} has no heading {heading:?} for {prefix}"
+            );
+        }
+        for case in crate::all_cases() {
+            let s = case.section();
+            assert_ne!(s.file, "README.md", "{} has no section", case.id);
+            let text = read(s.file);
+            let listed = format!("`{}`", case.id);
+            let from = text
+                .find(&format!("\n## {}\n", s.anchor()))
+                .expect("the heading");
+            let section = &text[from + 1..];
+            let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
+            assert!(
+                section.contains(&listed),
+                "{} is not listed under {} in conformance/spec/{}",
+                case.id,
+                s.anchor(),
+                s.file
+            );
+        }
+        assert_eq!(
+            spec_section("txn.ack.fenced.expired-lease").to_string(),
+            "conformance/spec/transaction.md#txn-ack (restating transaction.md How an ack finds its lease)"
+        );
+    }
+}
