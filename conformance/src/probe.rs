@@ -480,9 +480,13 @@ fn verdict(all: bool, absent_sign: bool) -> Verdict {
 }
 
 /// Whether `evidence` is a clear sign that a capability is absent: the broker's answer
-/// for a route it lacks ([`Reading::NoRoute`]).
+/// for a route it lacks ([`Reading::NoRoute`]), or a route there in name only, as Queen
+/// v0 answers its stream state with 200 and a database error ([`Reading::ErrorIn2xx`]).
+/// A refusal (another 4xx) or a server error is no such sign.
 fn absent(evidence: &[Evidence]) -> bool {
-    evidence.iter().any(|e| e.reading == Reading::NoRoute)
+    evidence
+        .iter()
+        .any(|e| matches!(e.reading, Reading::NoRoute | Reading::ErrorIn2xx))
 }
 
 /// Whether a transaction with only `positions` was refused the way a broker without
@@ -650,7 +654,7 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
         &pos,
         on_post,
     );
-    let pos_absent = pos_ev.reading == Reading::NoRoute || positions_unknown(&pos);
+    let pos_absent = absent(std::slice::from_ref(&pos_ev)) || positions_unknown(&pos);
     find(
         Capability::Positions,
         verdict(pos_ev.reading == Reading::Success, pos_absent),
@@ -865,6 +869,16 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
         };
         routes.push((route.to_string(), answer));
     }
+    // On a broker whose every sign says Queen v0, acks that did not commit as a cursor
+    // are v0's own (message by message): a clear sign, for the record (the v0 profile
+    // judges it).
+    let v0 = signs.iter().all(|s| s.points_to != Some(Generation::Queen2))
+        && signs.iter().any(|s| s.points_to == Some(Generation::QueenV0));
+    for f in &mut findings {
+        if v0 && f.capability == Capability::Cursor && f.verdict == Verdict::Unclear {
+            f.verdict = Verdict::Absent;
+        }
+    }
     // Core first, then the order of the capability list.
     let order = [
         Capability::Core,
@@ -989,6 +1003,12 @@ mod tests {
         let no_route = evidence("POST /x", &answer(404, json!({"code": "no_such_route"})), None);
         let refused = evidence("POST /x", &regression, None);
         let server = evidence("POST /x", &answer(500, json!({"error": "pool"})), None);
+        let v0_state = evidence(
+            "POST /x",
+            &answer(200, json!({"error": "ERROR:  invalid input syntax", "success": false})),
+            None,
+        );
+        assert!(absent(&[v0_state]));
         assert!(absent(&[no_route]));
         assert!(!absent(&[refused, server]));
         // An unclear capability is run: the profile has it.
