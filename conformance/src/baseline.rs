@@ -517,8 +517,7 @@ impl Baseline {
         }
         for id in self.known.keys() {
             let ran = report.results.iter().any(|r| {
-                &r.id == id
-                    && matches!(r.status, Status::Pass | Status::Fail(_) | Status::Flaky(_))
+                &r.id == id && matches!(r.status, Status::Pass | Status::Fail(_) | Status::Flaky(_))
             });
             if !ran {
                 c.not_run.push(id.clone());
@@ -625,14 +624,25 @@ mod tests {
         assert_eq!(c.missing.len(), 1);
         assert_eq!(c.missing[0].capability, Capability::Positions);
         assert_eq!(c.missing[0].wanted_by, WantedBy::Baseline);
-        assert!(c.to_text().contains("MISSING CAPABILITY Positions"), "{}", c.to_text());
-        assert!(c.to_text().contains("not found by the probe"), "{}", c.to_text());
+        assert!(
+            c.to_text().contains("MISSING CAPABILITY Positions"),
+            "{}",
+            c.to_text()
+        );
+        assert!(
+            c.to_text().contains("not found by the probe"),
+            "{}",
+            c.to_text()
+        );
         // The same run against a format-1 file: no capabilities to lose.
         let old = Baseline::parse("a.one  expected x; got y\n").expect("format 1");
         let c = old.compare(&after);
         assert!(c.ok() && !c.records_capabilities, "{c:?}");
         // --require: the same capability named explicitly.
-        let mut c = Baseline::default().compare(&report(vec![row("a.two", Status::Pass)], &[Capability::Core]));
+        let mut c = Baseline::default().compare(&report(
+            vec![row("a.two", Status::Pass)],
+            &[Capability::Core],
+        ));
         c.require(&[Capability::Positions], &after);
         assert!(!c.ok());
         assert_eq!(c.missing[0].wanted_by, WantedBy::Require);
@@ -683,7 +693,9 @@ mod tests {
             "HTTP 404 cf-<run>-x at <time> v <n> of 3"
         );
         assert_eq!(
-            normalize("lease 01a2428e-754b-72fd-ad88-bae66659c7b1 and 0123456789abcdef0123456789abcdef"),
+            normalize(
+                "lease 01a2428e-754b-72fd-ad88-bae66659c7b1 and 0123456789abcdef0123456789abcdef"
+            ),
             "lease <uuid> and <uuid>"
         );
         assert_ne!(normalize("HTTP 200"), normalize("HTTP 400"));

@@ -262,7 +262,13 @@ async fn prepare(
     }
 }
 
-fn config(args: &Args, url: &str, profile: Profile, seed: Option<u64>, latency: Duration) -> RunConfig {
+fn config(
+    args: &Args,
+    url: &str,
+    profile: Profile,
+    seed: Option<u64>,
+    latency: Duration,
+) -> RunConfig {
     RunConfig {
         url: url.to_string(),
         token: args.token.clone(),
@@ -276,9 +282,8 @@ fn config(args: &Args, url: &str, profile: Profile, seed: Option<u64>, latency: 
 }
 
 fn write(path: &Path, text: &str) -> Result<(), CouldNotRun> {
-    std::fs::write(path, text).map_err(|e| {
-        CouldNotRun::Contradiction(format!("cannot write {}: {e}", path.display()))
-    })
+    std::fs::write(path, text)
+        .map_err(|e| CouldNotRun::Contradiction(format!("cannot write {}: {e}", path.display())))
 }
 
 /// Writes every report: the one for standard output there (or to `--output`, then
@@ -312,7 +317,11 @@ async fn single(args: &Args, outputs: Outputs, required: Vec<Capability>) -> Exi
 }
 
 /// One run, its reports, its baseline, and the gate's verdict (`true`: pass).
-async fn gate(args: &Args, outputs: &Outputs, required: &[Capability]) -> Result<bool, CouldNotRun> {
+async fn gate(
+    args: &Args,
+    outputs: &Outputs,
+    required: &[Capability],
+) -> Result<bool, CouldNotRun> {
     // Read the baseline first: a missing file is known before the broker is bothered.
     let baseline = match &args.baseline {
         Some(path) => {
@@ -331,12 +340,14 @@ async fn gate(args: &Args, outputs: &Outputs, required: &[Capability]) -> Result
     let (profile, latency) = prepare(args, outputs, &args.url).await?;
     // A gate runs the properties on one seed, so a FIXED property is one whose very
     // sequences now pass, not a lucky draw.
-    let seed = args.seed.or_else(|| {
-        baseline
-            .as_ref()
-            .map(|b| b.seed.unwrap_or(GATE_SEED))
-    });
-    let report = run(&config(args, &args.url, profile, seed, latency), all_cases()).await;
+    let seed = args
+        .seed
+        .or_else(|| baseline.as_ref().map(|b| b.seed.unwrap_or(GATE_SEED)));
+    let report = run(
+        &config(args, &args.url, profile, seed, latency),
+        all_cases(),
+    )
+    .await;
     let on_changed = match args.on_changed_reason {
         ChangedArg::Report => OnChangedReason::Report,
         ChangedArg::Fail => OnChangedReason::Fail,
@@ -398,7 +409,9 @@ fn nothing_judged(report: &Report) -> String {
     format!(
         "all {} selected case(s) were skipped or inconclusive ({skipped} skipped{})",
         report.results.len(),
-        first.map(|w| format!("; the first: {w}")).unwrap_or_default()
+        first
+            .map(|w| format!("; the first: {w}"))
+            .unwrap_or_default()
     )
 }
 

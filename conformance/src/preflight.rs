@@ -186,8 +186,8 @@ pub async fn preflight(url: &str, token: Option<String>) -> Result<Preflight, Co
         .map_err(|e| lost(url, push, &e))?;
     took.push(t0.elapsed());
     auth(push, &pushed, Role::ReadWrite)?;
-    let accepted = (200..300).contains(&pushed.status)
-        && (pushed.body.is_array() || pushed.body.is_object());
+    let accepted =
+        (200..300).contains(&pushed.status) && (pushed.body.is_array() || pushed.body.is_object());
     if !accepted {
         return Err(CouldNotRun::NotQueen(describe(push, &pushed)));
     }

@@ -496,7 +496,10 @@ fn absent(evidence: &[Evidence]) -> bool {
 /// the key, and reads the body as empty.
 fn positions_unknown(r: &Result<Resp, Failure>) -> bool {
     let Ok(r) = r else { return false };
-    let error = r.body["error"].as_str().unwrap_or_default().to_ascii_lowercase();
+    let error = r.body["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     r.status == 400 && error.contains("operations") && error.contains("requir")
 }
 
@@ -872,8 +875,12 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
     // On a broker whose every sign says Queen v0, acks that did not commit as a cursor
     // are v0's own (message by message): a clear sign, for the record (the v0 profile
     // judges it).
-    let v0 = signs.iter().all(|s| s.points_to != Some(Generation::Queen2))
-        && signs.iter().any(|s| s.points_to == Some(Generation::QueenV0));
+    let v0 = signs
+        .iter()
+        .all(|s| s.points_to != Some(Generation::Queen2))
+        && signs
+            .iter()
+            .any(|s| s.points_to == Some(Generation::QueenV0));
     for f in &mut findings {
         if v0 && f.capability == Capability::Cursor && f.verdict == Verdict::Unclear {
             f.verdict = Verdict::Absent;
@@ -997,15 +1004,25 @@ mod tests {
         );
         assert!(positions_unknown(&v0) && positions_unknown(&engine));
         assert!(!positions_unknown(&regression));
-        assert_eq!(verdict(false, positions_unknown(&regression)), Verdict::Unclear);
+        assert_eq!(
+            verdict(false, positions_unknown(&regression)),
+            Verdict::Unclear
+        );
         assert_eq!(verdict(false, positions_unknown(&engine)), Verdict::Absent);
         assert_eq!(verdict(true, true), Verdict::Present);
-        let no_route = evidence("POST /x", &answer(404, json!({"code": "no_such_route"})), None);
+        let no_route = evidence(
+            "POST /x",
+            &answer(404, json!({"code": "no_such_route"})),
+            None,
+        );
         let refused = evidence("POST /x", &regression, None);
         let server = evidence("POST /x", &answer(500, json!({"error": "pool"})), None);
         let v0_state = evidence(
             "POST /x",
-            &answer(200, json!({"error": "ERROR:  invalid input syntax", "success": false})),
+            &answer(
+                200,
+                json!({"error": "ERROR:  invalid input syntax", "success": false}),
+            ),
             None,
         );
         assert!(absent(&[v0_state]));

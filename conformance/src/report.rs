@@ -348,7 +348,11 @@ impl Report {
             let _ = writeln!(
                 out,
                 "\n**Gate: {}**{}: {} known failure(s) failed again, {} new, {} fixed, {} changed reason, {} capability(ies) missing",
-                if g.ok() && self.stopped.is_none() { "pass" } else { "FAIL" },
+                if g.ok() && self.stopped.is_none() {
+                    "pass"
+                } else {
+                    "FAIL"
+                },
                 g.file
                     .as_ref()
                     .map(|f| format!(" (baseline `{f}`)"))
@@ -597,6 +601,13 @@ impl Report {
                 esc(&s.case),
                 esc(&s.error)
             );
+        }
+        // A run that judged nothing (every case skipped or inconclusive) is no pass: a
+        // reporter must not show it green.
+        if self.judged() == 0 && self.stopped.is_none() {
+            tests += 1;
+            errors += 1;
+            cases.push_str("<testcase classname=\"run\" name=\"run.judged\" time=\"0.000\"><error message=\"nothing was judged: every selected case was skipped or inconclusive\"/></testcase>\n");
         }
         let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         let _ = writeln!(

@@ -193,9 +193,9 @@ pub async fn run(cfg: &RunConfig, cases: Vec<Case>) -> Report {
                 let t0 = Instant::now();
                 let status = match (skip, halt.is_set()) {
                     (Some(why), _) => Status::Skip(why),
-                    (None, Some(at)) => Status::NotRun(format!(
-                        "the broker had stopped answering (during {at})"
-                    )),
+                    (None, Some(at)) => {
+                        Status::NotRun(format!("the broker had stopped answering (during {at})"))
+                    }
                     (None, None) => attempts(&case, &http, cfg, settings, &halt).await,
                 };
                 if !matches!(status, Status::NotRun(_)) {
@@ -413,19 +413,33 @@ mod tests {
             case("t.slow", |_| {
                 Box::pin(async {
                     SLOW.fetch_add(1, Ordering::SeqCst);
-                    Err(Failure::inconclusive("32 sequences", "inconclusive: 5 of 32 ran"))
+                    Err(Failure::inconclusive(
+                        "32 sequences",
+                        "inconclusive: 5 of 32 ran",
+                    ))
                 })
             }),
             case("t.holds2", |_| Box::pin(async { Ok(()) })),
         ];
         let report = run(&RunConfig::new("http://127.0.0.1:9"), cases).await;
-        let slow = report.results.iter().find(|r| r.id == "t.slow").expect("t.slow");
-        assert!(matches!(slow.status, Status::Inconclusive(_)), "{:?}", slow.status);
+        let slow = report
+            .results
+            .iter()
+            .find(|r| r.id == "t.slow")
+            .expect("t.slow");
+        assert!(
+            matches!(slow.status, Status::Inconclusive(_)),
+            "{:?}",
+            slow.status
+        );
         assert_eq!(SLOW.load(Ordering::SeqCst), 1, "not retried");
         assert_eq!(report.counts(), (1, 0, 0));
         assert_eq!(report.inconclusive(), 1);
         assert!(report.ok(), "{}", report.summary());
-        assert_eq!(report.summary(), "1 passed, 0 failed, 0 skipped, 1 inconclusive");
+        assert_eq!(
+            report.summary(),
+            "1 passed, 0 failed, 0 skipped, 1 inconclusive"
+        );
         // Alone, it judged nothing: not ok.
         let alone = run(
             &RunConfig::new("http://127.0.0.1:9"),
@@ -441,7 +455,11 @@ mod tests {
     /// selection: a typo in one part of a list is found, and so is a pattern of none.
     #[test]
     fn a_part_of_a_pattern_that_selects_nothing_is_found() {
-        let ids = ["core.health", "txn.push.duplicate.in-call", "txn.ack.fenced"];
+        let ids = [
+            "core.health",
+            "txn.push.duplicate.in-call",
+            "txn.ack.fenced",
+        ];
         assert!(unmatched_parts("txn.push.*,core.health", &ids).is_empty());
         assert_eq!(
             unmatched_parts("txn.pusj.*,core.health", &ids),

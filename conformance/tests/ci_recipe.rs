@@ -172,7 +172,10 @@ async fn the_ci_script_runs_against_the_reference_broker() {
     assert!(junit.contains("failures=\"0\""), "{junit}");
     assert!(junit.contains("name=\"core.cursor.subscription.late-partition\""));
     let md = std::fs::read_to_string(out.join("summary.md")).expect("the Markdown report");
-    assert!(md.starts_with("### queen-conformance against `http://127.0.0.1:"), "{md}");
+    assert!(
+        md.starts_with("### queen-conformance against `http://127.0.0.1:"),
+        "{md}"
+    );
     assert!(md.contains("**Gate: pass** (baseline"), "{md}");
     // The script stopped the broker it started.
     let closed = tokio::time::timeout(Duration::from_secs(5), async {
@@ -214,7 +217,8 @@ async fn the_ci_script_never_gates_a_broker_it_did_not_start() {
     .await;
     assert_eq!(r.code, Some(2), "{}{}\n{}", r.stdout, r.stderr, r.log);
     assert!(
-        r.stderr.contains("run-conformance.sh: could not run: the broker exited at start"),
+        r.stderr
+            .contains("run-conformance.sh: could not run: the broker exited at start"),
         "{}",
         r.stderr
     );
@@ -224,10 +228,13 @@ async fn the_ci_script_never_gates_a_broker_it_did_not_start() {
     let liar = dir.join("liar");
     std::fs::write(
         &liar,
-        format!("#!/bin/sh
+        format!(
+            "#!/bin/sh
 echo 'queen-mock-broker listening on {}'
 exec sleep 30
-", other.url()),
+",
+            other.url()
+        ),
     )
     .expect("a lying broker");
     chmod_x(&liar);
@@ -265,7 +272,11 @@ exec sleep 30
     )
     .await;
     assert_eq!(r.code, Some(2), "{}{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("missing.txt does not exist"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("missing.txt does not exist"),
+        "{}",
+        r.stderr
+    );
     other.shutdown().await;
 }
 
@@ -277,8 +288,11 @@ async fn the_ci_script_reads_cargo_target_dir_and_runs_on_a_data_file() {
     let dir = scratch("ci-target");
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).expect("a bin folder");
-    std::fs::write(bin.join("cargo"), "#!/bin/sh\necho \"stand-in cargo $*\" >&2\n")
-        .expect("a stand-in cargo");
+    std::fs::write(
+        bin.join("cargo"),
+        "#!/bin/sh\necho \"stand-in cargo $*\" >&2\n",
+    )
+    .expect("a stand-in cargo");
     chmod_x(&bin.join("cargo"));
     let target = dir.join("target");
     let release = target.join("release");
@@ -303,7 +317,11 @@ async fn the_ci_script_reads_cargo_target_dir_and_runs_on_a_data_file() {
     )
     .await;
     assert_eq!(r.code, Some(0), "{}{}\n{}", r.stdout, r.stderr, r.log);
-    assert!(r.stderr.contains("stand-in cargo build --release"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("stand-in cargo build --release"),
+        "{}",
+        r.stderr
+    );
     let args = std::fs::read_to_string(dir.join("args.txt")).expect("the broker's arguments");
     assert_eq!(
         args.trim(),
@@ -400,13 +418,22 @@ fn the_workflow_is_yaml_whose_jobs_run_the_script() {
                 .collect();
             let name = name.trim_end_matches(['.', ':']);
             let exists = root().join(name).exists();
-            let guarded = l.contains("[ -f ") || l.contains("QUEEN_CONFORMANCE_BASELINE=") || l.trim_start().starts_with('#') || l.contains("::");
-            assert!(exists || guarded, "line {}: {name} is not in the repository: {l}", i + 1);
+            let guarded = l.contains("[ -f ")
+                || l.contains("QUEEN_CONFORMANCE_BASELINE=")
+                || l.trim_start().starts_with('#')
+                || l.contains("::");
+            assert!(
+                exists || guarded,
+                "line {}: {name} is not in the repository: {l}",
+                i + 1
+            );
         }
     }
     let engine_steps = steps("queen-engine");
     assert!(
-        engine_steps.iter().all(|s| s["env"]["QUEEN_CONFORMANCE_BASELINE"].is_null()),
+        engine_steps
+            .iter()
+            .all(|s| s["env"]["QUEEN_CONFORMANCE_BASELINE"].is_null()),
         "the engine's baseline is chosen only when it exists"
     );
     // Where PyYAML is installed, it agrees that the file is YAML.

@@ -257,7 +257,17 @@ async fn profile_auto_fails_a_broker_that_starts_refusing_positions() {
     let broker = MockBroker::start_in_memory().await.expect("a broker");
     let proxy = start_proxy(&broker.url(), &[Breakage::RefusePositions]).await;
     let only = "txn.positions.*,prop.model.seek,txn.push.*";
-    let r = run_binary(&["--url", &proxy, "--profile", "auto", "--only", only, "--cases", "4"]).await;
+    let r = run_binary(&[
+        "--url",
+        &proxy,
+        "--profile",
+        "auto",
+        "--only",
+        only,
+        "--cases",
+        "4",
+    ])
+    .await;
     assert_eq!(r.code, Some(1), "{}{}", r.stdout, r.stderr);
     let probe_line = |cap: &str| {
         r.stdout
@@ -268,7 +278,10 @@ async fn profile_auto_fails_a_broker_that_starts_refusing_positions() {
     };
     assert!(probe_line("Positions").contains(" run "), "{}", r.stdout);
     assert!(probe_line("Positions").contains("HTTP 400"), "{}", r.stdout);
-    for id in ["txn.positions.result-shape", "txn.positions.set-and-release"] {
+    for id in [
+        "txn.positions.result-shape",
+        "txn.positions.set-and-release",
+    ] {
         let row = r
             .stdout
             .lines()

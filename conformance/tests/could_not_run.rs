@@ -52,10 +52,20 @@ async fn a_server_that_is_not_queen_could_not_be_judged() {
         assert_eq!(r.code, Some(2), "{extra:?}: {}{}", r.stdout, r.stderr);
         let line = cause(&r.stderr);
         assert!(line.contains("not a Queen broker"), "{line}");
-        assert!(line.contains("POST /api/v1/push answered HTTP 501"), "{line}");
-        assert!(!r.stdout.contains("skipped"), "no case was reported: {}", r.stdout);
+        assert!(
+            line.contains("POST /api/v1/push answered HTTP 501"),
+            "{line}"
+        );
+        assert!(
+            !r.stdout.contains("skipped"),
+            "no case was reported: {}",
+            r.stdout
+        );
     }
-    assert!(!written.exists(), "a run that could not judge writes no baseline");
+    assert!(
+        !written.exists(),
+        "a run that could not judge writes no baseline"
+    );
 }
 
 /// A missing, wrong or too weak token: exit 2 naming the role needed, not 226
@@ -83,7 +93,14 @@ async fn auth_refused_at_the_preflight_names_the_role_needed() {
         (Some("ro"), "HTTP 403", "this request needs read-write"),
         (Some("rw"), "HTTP 403", "this request needs admin"),
     ] {
-        let mut args = vec!["--url", url.as_str(), "--only", only, "--write-baseline", file_s];
+        let mut args = vec![
+            "--url",
+            url.as_str(),
+            "--only",
+            only,
+            "--write-baseline",
+            file_s,
+        ];
         if let Some(t) = token {
             args.extend(["--token", t]);
         }
@@ -124,7 +141,10 @@ async fn an_only_that_selects_nothing_is_an_error() {
         }
         assert_eq!(r.code, Some(2), "{only}: {}{}", r.stdout, r.stderr);
         let line = cause(&r.stderr);
-        assert!(line.contains(&format!("--only {part} selects no case")), "{line}");
+        assert!(
+            line.contains(&format!("--only {part} selects no case")),
+            "{line}"
+        );
     }
 }
 
@@ -132,11 +152,38 @@ async fn an_only_that_selects_nothing_is_an_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_of_skips_alone_judged_nothing() {
     let broker = MockBroker::start_in_memory().await.expect("a broker");
-    let r = run_binary(&["--url", &broker.url(), "--profile", "v0", "--only", "core.kv.*"]).await;
+    let r = run_binary(&[
+        "--url",
+        &broker.url(),
+        "--profile",
+        "v0",
+        "--only",
+        "core.kv.*",
+    ])
+    .await;
     assert_eq!(r.code, Some(2), "{}{}", r.stdout, r.stderr);
     let line = cause(&r.stderr);
     assert!(line.contains("nothing was judged"), "{line}");
     assert!(line.contains("profile v0 lacks Kv"), "{line}");
+    // Its JUnit report is not green either.
+    let dir = scratch("judged");
+    let junit = dir.join("junit.xml");
+    let arg = format!("junit={}", junit.display());
+    let r = run_binary(&[
+        "--url",
+        &broker.url(),
+        "--profile",
+        "v0",
+        "--only",
+        "core.kv.*",
+        "--format",
+        &arg,
+    ])
+    .await;
+    assert_eq!(r.code, Some(2), "{}{}", r.stdout, r.stderr);
+    let xml = std::fs::read_to_string(&junit).expect("the JUnit report");
+    assert!(xml.contains("errors=\"1\""), "{xml}");
+    assert!(xml.contains("<error message=\"nothing was judged"), "{xml}");
     broker.shutdown().await;
 }
 
@@ -156,7 +203,11 @@ async fn a_broker_that_stops_answering_midrun_is_named_once() {
         "{line}"
     );
     assert!(line.contains("case(s) had finished"), "{line}");
-    assert!(r.stdout.contains("STOPPED: the broker stopped answering"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("STOPPED: the broker stopped answering"),
+        "{}",
+        r.stdout
+    );
     let summary = r
         .stdout
         .lines()
@@ -184,7 +235,8 @@ async fn a_slow_broker_gets_sized_windows_and_inconclusive_properties() {
     let r = run_binary(&["--url", &slow, "--only", only, "--cases", "5000"]).await;
     assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
     assert!(
-        r.stdout.contains("4 passed, 0 failed, 0 skipped, 1 inconclusive"),
+        r.stdout
+            .contains("4 passed, 0 failed, 0 skipped, 1 inconclusive"),
         "{}",
         r.stdout
     );

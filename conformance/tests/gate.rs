@@ -5,18 +5,20 @@
 
 mod support;
 
+use queen_mock_broker::MockBroker;
 use quick_xml::Reader;
 use quick_xml::events::Event;
-use queen_mock_broker::MockBroker;
 use serde_json::Value;
 use support::{Breakage, run_binary, scratch, start_proxy};
 
 /// The push rules of the transaction, and health: quick.
 const SELECTION: &str = "txn.push.*,core.health";
 
-/// (testcase, element, message) of every `<failure>`, `<skipped>` and `<error>`, and
-/// the testsuite's (tests, failures, skipped).
-fn junit(xml: &str) -> (Vec<(String, String, String)>, (usize, usize, usize)) {
+/// One `<failure>`, `<skipped>` or `<error>`: (testcase, element, message).
+type Element = (String, String, String);
+
+/// Every such element, and the testsuite's (tests, failures, skipped).
+fn junit(xml: &str) -> (Vec<Element>, (usize, usize, usize)) {
     let mut r = Reader::from_str(xml);
     let (mut out, mut suite, mut current) = (Vec::new(), (0, 0, 0), String::new());
     let attr = |e: &quick_xml::events::BytesStart, k: &str| {
@@ -58,14 +60,26 @@ async fn known_failures_read_as_known_in_every_format_of_one_run() {
     let dir = scratch("gate-formats");
     let file = dir.join("baseline.txt");
     let file_s = file.to_str().expect("UTF-8");
-    let w = run_binary(&["--url", &one, "--only", SELECTION, "--write-baseline", file_s]).await;
+    let w = run_binary(&[
+        "--url",
+        &one,
+        "--only",
+        SELECTION,
+        "--write-baseline",
+        file_s,
+    ])
+    .await;
     assert_eq!(w.code, Some(1), "{}{}", w.stdout, w.stderr);
     let text = std::fs::read_to_string(&file).expect("the baseline");
     assert!(text.contains("#! format 2\n"), "{text}");
     assert!(text.contains("#! capabilities Core Cursor Positions Kv Timers Locks Time Fetch Streams Ephemeral Admin\n"), "{text}");
     assert!(text.contains("#! seed "), "{text}");
 
-    let (j, m, js) = (dir.join("junit.xml"), dir.join("summary.md"), dir.join("report.json"));
+    let (j, m, js) = (
+        dir.join("junit.xml"),
+        dir.join("summary.md"),
+        dir.join("report.json"),
+    );
     let formats = [
         format!("junit={}", j.display()),
         format!("markdown={}", m.display()),
@@ -76,32 +90,57 @@ async fn known_failures_read_as_known_in_every_format_of_one_run() {
         let file_s = file_s.to_string();
         async move {
             run_binary(&[
-                "--url", &url, "--only", SELECTION, "--baseline", &file_s,
-                "--format", "text", "--format", &formats[0], "--format", &formats[1],
-                "--format", &formats[2],
+                "--url",
+                &url,
+                "--only",
+                SELECTION,
+                "--baseline",
+                &file_s,
+                "--format",
+                "text",
+                "--format",
+                &formats[0],
+                "--format",
+                &formats[1],
+                "--format",
+                &formats[2],
             ])
             .await
         }
     };
     let r = gate(one.clone()).await;
     assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
-    assert!(r.stdout.contains("KNOWN FAIL txn.push.duplicate.in-window"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("KNOWN FAIL txn.push.duplicate.in-window"),
+        "{}",
+        r.stdout
+    );
     assert!(r.stdout.contains("gate pass: baseline"), "{}", r.stdout);
     let (elements, suite) = junit(&std::fs::read_to_string(&j).expect("junit"));
-    assert_eq!(suite.1, 0, "no <failure> on a gate that passes: {elements:?}");
+    assert_eq!(
+        suite.1, 0,
+        "no <failure> on a gate that passes: {elements:?}"
+    );
     let known = elements
         .iter()
         .find(|(case, _, _)| case == "txn.push.duplicate.in-window")
         .expect("the known case");
     assert_eq!(known.1, "skipped", "{known:?}");
-    assert!(known.2.starts_with("known failure (in the baseline)"), "{known:?}");
+    assert!(
+        known.2.starts_with("known failure (in the baseline)"),
+        "{known:?}"
+    );
     let md = std::fs::read_to_string(&m).expect("markdown");
     assert!(md.contains("**Gate: pass** (baseline"), "{md}");
     assert!(md.contains("Known failures (in the baseline"), "{md}");
     assert!(!md.contains("New failures:"), "{md}");
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&js).expect("json")).expect("JSON");
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&js).expect("json")).expect("JSON");
     assert_eq!(v["gate"]["ok"], Value::Bool(true), "{v}");
-    assert_eq!(v["gate"]["still_failing"][0], "txn.push.duplicate.in-window");
+    assert_eq!(
+        v["gate"]["still_failing"][0],
+        "txn.push.duplicate.in-window"
+    );
 
     // A second broken rule: red, naming only the new case.
     let two = start_proxy(
@@ -114,16 +153,25 @@ async fn known_failures_read_as_known_in_every_format_of_one_run() {
     let (elements, suite) = junit(&std::fs::read_to_string(&j).expect("junit"));
     assert_eq!(suite.1, 1, "{elements:?}");
     assert!(
-        elements.iter().any(|(c, e, _)| c == "core.health" && e == "failure"),
+        elements
+            .iter()
+            .any(|(c, e, _)| c == "core.health" && e == "failure"),
         "{elements:?}"
     );
     let md = std::fs::read_to_string(&m).expect("markdown");
-    assert!(md.contains("**Gate: FAIL**") && md.contains("New failures:"), "{md}");
+    assert!(
+        md.contains("**Gate: FAIL**") && md.contains("New failures:"),
+        "{md}"
+    );
 
     // Two reports for standard output is a mistake, said before any request.
     let r = run_binary(&["--url", &one, "--format", "text", "--format", "json"]).await;
     assert_eq!(r.code, Some(2), "{}", r.stderr);
-    assert!(r.stderr.contains("only one report goes to standard output"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("only one report goes to standard output"),
+        "{}",
+        r.stderr
+    );
     broker.shutdown().await;
 }
 
@@ -138,53 +186,87 @@ async fn a_capability_that_disappears_fails_the_gate() {
     let file = dir.join("baseline.txt");
     let file_s = file.to_str().expect("UTF-8");
     let w = run_binary(&[
-        "--url", &broker.url(), "--profile", "auto", "--only", only, "--write-baseline", file_s,
+        "--url",
+        &broker.url(),
+        "--profile",
+        "auto",
+        "--only",
+        only,
+        "--write-baseline",
+        file_s,
     ])
     .await;
     assert_eq!(w.code, Some(0), "{}{}", w.stdout, w.stderr);
     assert!(
-        std::fs::read_to_string(&file).expect("baseline").contains(" Positions "),
+        std::fs::read_to_string(&file)
+            .expect("baseline")
+            .contains(" Positions "),
         "the probe found positions"
     );
     let without = start_proxy(&broker.url(), &[Breakage::PositionsUnknown]).await;
     let j = dir.join("junit.xml");
     let junit_arg = format!("junit={}", j.display());
     let r = run_binary(&[
-        "--url", &without, "--profile", "auto", "--only", only, "--baseline", file_s,
-        "--format", "text", "--format", &junit_arg,
+        "--url",
+        &without,
+        "--profile",
+        "auto",
+        "--only",
+        only,
+        "--baseline",
+        file_s,
+        "--format",
+        "text",
+        "--format",
+        &junit_arg,
     ])
     .await;
     assert_eq!(r.code, Some(1), "{}{}", r.stdout, r.stderr);
     assert!(
-        r.stdout.contains("MISSING CAPABILITY Positions: the baseline's broker had it"),
+        r.stdout
+            .contains("MISSING CAPABILITY Positions: the baseline's broker had it"),
         "{}",
         r.stdout
     );
     let (elements, suite) = junit(&std::fs::read_to_string(&j).expect("junit"));
     assert_eq!(suite.1, 1, "{elements:?}");
     assert!(
-        elements
-            .iter()
-            .any(|(c, e, m)| c == "capability.Positions" && e == "failure" && m.contains("missing")),
+        elements.iter().any(|(c, e, m)| c == "capability.Positions"
+            && e == "failure"
+            && m.contains("missing")),
         "{elements:?}"
     );
 
     // --require, without a baseline.
     let r = run_binary(&[
-        "--url", &without, "--profile", "auto", "--only", only, "--require", "positions,Kv",
+        "--url",
+        &without,
+        "--profile",
+        "auto",
+        "--only",
+        only,
+        "--require",
+        "positions,Kv",
     ])
     .await;
     assert_eq!(r.code, Some(1), "{}{}", r.stdout, r.stderr);
     assert!(
-        r.stdout.contains("MISSING CAPABILITY Positions: --require names it"),
+        r.stdout
+            .contains("MISSING CAPABILITY Positions: --require names it"),
         "{}",
         r.stdout
     );
     assert!(!r.stdout.contains("MISSING CAPABILITY Kv"), "{}", r.stdout);
     // A required capability the chosen profile leaves out, or a misspelt one: exit 2.
     for (args, says) in [
-        (vec!["--profile", "queen2-fast", "--require", "Time"], "profile queen2-fast leaves it out"),
-        (vec!["--require", "Postions"], "unknown capability \"Postions\""),
+        (
+            vec!["--profile", "queen2-fast", "--require", "Time"],
+            "profile queen2-fast leaves it out",
+        ),
+        (
+            vec!["--require", "Postions"],
+            "unknown capability \"Postions\"",
+        ),
     ] {
         let mut all = vec!["--url", without.as_str(), "--only", only];
         all.extend(args);
@@ -204,12 +286,24 @@ async fn a_changed_reason_is_reported_and_can_fail() {
     let dir = scratch("gate-reason");
     let file = dir.join("baseline.txt");
     let file_s = file.to_str().expect("UTF-8");
-    let w = run_binary(&["--url", &one, "--only", SELECTION, "--write-baseline", file_s]).await;
+    let w = run_binary(&[
+        "--url",
+        &one,
+        "--only",
+        SELECTION,
+        "--write-baseline",
+        file_s,
+    ])
+    .await;
     assert_eq!(w.code, Some(1), "{}{}", w.stdout, w.stderr);
     // The same run again, in new names and ids: the same reason.
     let same = run_binary(&["--url", &one, "--only", SELECTION, "--baseline", file_s]).await;
     assert_eq!(same.code, Some(0), "{}{}", same.stdout, same.stderr);
-    assert!(same.stdout.contains(", 0 changed reason,"), "{}", same.stdout);
+    assert!(
+        same.stdout.contains(", 0 changed reason,"),
+        "{}",
+        same.stdout
+    );
     // The file's reason edited: the case now fails for another reason.
     let text = std::fs::read_to_string(&file).expect("baseline");
     let edited: String = text
@@ -227,13 +321,25 @@ async fn a_changed_reason_is_reported_and_can_fail() {
     let r = run_binary(&["--url", &one, "--only", SELECTION, "--baseline", file_s]).await;
     assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
     assert!(
-        r.stdout.contains("CHANGED txn.push.duplicate.in-window (reported;"),
+        r.stdout
+            .contains("CHANGED txn.push.duplicate.in-window (reported;"),
         "{}",
         r.stdout
     );
-    assert!(r.stdout.contains("was: expected HTTP 200; got HTTP 500"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("was: expected HTTP 200; got HTTP 500"),
+        "{}",
+        r.stdout
+    );
     let strict = run_binary(&[
-        "--url", &one, "--only", SELECTION, "--baseline", file_s, "--on-changed-reason", "fail",
+        "--url",
+        &one,
+        "--only",
+        SELECTION,
+        "--baseline",
+        file_s,
+        "--on-changed-reason",
+        "fail",
     ])
     .await;
     assert_eq!(strict.code, Some(1), "{}{}", strict.stdout, strict.stderr);
@@ -252,8 +358,14 @@ async fn the_gate_pins_the_property_seed() {
         let (url, json_arg, json) = (broker.url(), json_arg.clone(), json.clone());
         async move {
             let mut args = vec![
-                "--url".to_string(), url, "--only".into(), "core.health".into(),
-                "--baseline".into(), file.display().to_string(), "--format".into(), json_arg,
+                "--url".to_string(),
+                url,
+                "--only".into(),
+                "core.health".into(),
+                "--baseline".into(),
+                file.display().to_string(),
+                "--format".into(),
+                json_arg,
             ];
             args.extend(extra.into_iter().map(String::from));
             let args: Vec<&str> = args.iter().map(String::as_str).collect();

@@ -280,7 +280,6 @@ pub(super) fn expect_uuid7(what: &str, v: &Value) -> Result<(), Failure> {
     )
 }
 
-
 /// The seven keys of an ack result.
 const ACK_KEYS: [&str; 7] = [
     "index",
@@ -781,7 +780,14 @@ fn pop() -> Vec<Case> {
             |cx: Ctx| async move {
                 let (q, g) = (cx.name("q"), cx.name("g"));
                 push_ids(&cx, &q, "p", &["m0", "m1", "m2"]).await?;
-                let first = msgs(&cx.pop(&pop_path(&q, &g, &format!("&batch=3&leaseSeconds={}", cx.window_secs()))).await?);
+                let first = msgs(
+                    &cx.pop(&pop_path(
+                        &q,
+                        &g,
+                        &format!("&batch=3&leaseSeconds={}", cx.window_secs()),
+                    ))
+                    .await?,
+                );
                 expect_eq(
                     "first delivery",
                     json!(["m0", "m1", "m2"]),
@@ -813,7 +819,14 @@ fn pop() -> Vec<Case> {
             |cx: Ctx| async move {
                 let (q, g) = (cx.name("q"), cx.name("g"));
                 push_ids(&cx, &q, "p", &["m0", "m1"]).await?;
-                let first = msgs(&cx.pop(&pop_path(&q, &g, &format!("&batch=2&leaseSeconds={}", cx.window_secs()))).await?);
+                let first = msgs(
+                    &cx.pop(&pop_path(
+                        &q,
+                        &g,
+                        &format!("&batch=2&leaseSeconds={}", cx.window_secs()),
+                    ))
+                    .await?,
+                );
                 for m in &first {
                     expect_eq("deliveryAttempt", 1, &m["deliveryAttempt"])?;
                 }
@@ -839,7 +852,14 @@ fn leases() -> Vec<Case> {
             |cx: Ctx| async move {
                 let (q, g) = (cx.name("q"), cx.name("g"));
                 push_ids(&cx, &q, "p", &["m0", "m1"]).await?;
-                let p = msgs(&cx.pop(&pop_path(&q, &g, &format!("&batch=1&leaseSeconds={}", cx.window_secs()))).await?);
+                let p = msgs(
+                    &cx.pop(&pop_path(
+                        &q,
+                        &g,
+                        &format!("&batch=1&leaseSeconds={}", cx.window_secs()),
+                    ))
+                    .await?,
+                );
                 expect(p.len() == 1, "one message", format!("{p:?}"))?;
                 let lease = p[0]["leaseId"].as_str().unwrap_or("").to_string();
                 let r = cx
@@ -889,7 +909,14 @@ fn leases() -> Vec<Case> {
             |cx: Ctx| async move {
                 let (q, g) = (cx.name("q"), cx.name("g"));
                 push_ids(&cx, &q, "p", &["m0"]).await?;
-                let p = msgs(&cx.pop(&pop_path(&q, &g, &format!("&batch=1&leaseSeconds={}", cx.window_secs()))).await?);
+                let p = msgs(
+                    &cx.pop(&pop_path(
+                        &q,
+                        &g,
+                        &format!("&batch=1&leaseSeconds={}", cx.window_secs()),
+                    ))
+                    .await?,
+                );
                 expect(p.len() == 1, "one message", format!("{p:?}"))?;
                 let lease = p[0]["leaseId"].as_str().unwrap_or("").to_string();
                 cx.lapse().await;

@@ -7,7 +7,6 @@
 //! pops and its cycles act for the same group. The cases need
 //! [`Capability::Streams`](crate::case::Capability::Streams).
 
-
 use serde_json::{Value, json};
 
 use super::core::{msgs, pop_path, push_ids, stored, txn_ids};

@@ -232,10 +232,11 @@ pub async fn start_not_queen() -> String {
     async fn answer(method: Method, uri: Uri) -> Response {
         match (method, uri.path()) {
             (Method::GET, "/health") => (StatusCode::OK, "ok\n").into_response(),
-            (Method::GET | Method::HEAD, _) => {
-                (StatusCode::NOT_FOUND, "<html><body>404 File not found</body></html>")
-                    .into_response()
-            }
+            (Method::GET | Method::HEAD, _) => (
+                StatusCode::NOT_FOUND,
+                "<html><body>404 File not found</body></html>",
+            )
+                .into_response(),
             _ => (
                 StatusCode::NOT_IMPLEMENTED,
                 "<html><body>501 Unsupported method</body></html>",
