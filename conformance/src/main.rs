@@ -176,7 +176,13 @@ async fn main() -> ExitCode {
 
 /// Prints the one line of a run that could not judge the broker, and answers exit 2.
 fn could_not_run(cause: &CouldNotRun) -> ExitCode {
-    eprintln!("queen-conformance: could not run: {cause}");
+    // One line whatever the evidence holds (a web page's newlines, a multi-line error).
+    let line = cause
+        .to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    eprintln!("queen-conformance: could not run: {line}");
     ExitCode::from(COULD_NOT_RUN)
 }
 

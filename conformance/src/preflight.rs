@@ -137,6 +137,8 @@ fn describe(request: &str, r: &Resp) -> String {
         Value::Null => "(empty)".into(),
         b => b.to_string(),
     };
+    // One line: a web page's newlines and indentation become single spaces.
+    let body = body.split_whitespace().collect::<Vec<_>>().join(" ");
     let body: String = body.chars().take(120).collect();
     format!("{request} answered HTTP {} {body}", r.status)
 }

@@ -56,6 +56,12 @@ async fn a_server_that_is_not_queen_could_not_be_judged() {
             line.contains("POST /api/v1/push answered HTTP 501"),
             "{line}"
         );
+        assert_eq!(
+            r.stderr.lines().count(),
+            1,
+            "one line, a web page's newlines included: {}",
+            r.stderr
+        );
         assert!(
             !r.stdout.contains("skipped"),
             "no case was reported: {}",

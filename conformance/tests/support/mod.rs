@@ -239,7 +239,7 @@ pub async fn start_not_queen() -> String {
                 .into_response(),
             _ => (
                 StatusCode::NOT_IMPLEMENTED,
-                "<html><body>501 Unsupported method</body></html>",
+                "<!DOCTYPE HTML>\n<html lang=\"en\">\n    <head>\n        <title>Error response</title>\n    </head>\n    <body>501 Unsupported method</body>\n</html>\n",
             )
                 .into_response(),
         }
