@@ -1,5 +1,5 @@
 //! Before the first case: is the URL a Queen broker, may this token use it, and how
-//! fast does it answer?
+//! fast does it answer? A refused token is found before the preflight makes anything.
 //!
 //! A run that could not judge the broker must never pass, and must never fail as if the
 //! broker broke the spec either: 226 "failures" of a read-only token are a setup
@@ -165,8 +165,10 @@ fn lost(url: &str, request: &str, e: &Failure) -> CouldNotRun {
 }
 
 /// Checks that `url` is a Queen broker this token may use, and measures its latency
-/// (see the module's note). Sends: `GET /health`, a push of one message to a queue of
-/// its own (`cf-…-preflight-q`), pops of that partition by a group of its own from the
+/// (see the module's note). Sends: `GET /health`, the deletion of a queue of its own
+/// that does not exist yet (the role: `admin`, asked before anything is made), a push
+/// of one message to that queue
+/// (`cf-…-preflight-q`), pops of that partition by a group of its own from the
 /// beginning until a message comes back (at most 5, 200 ms apart: a broker may show a
 /// push a moment late), and the deletion of that queue.
 pub async fn preflight(url: &str, token: Option<String>) -> Result<Preflight, CouldNotRun> {
@@ -176,6 +178,18 @@ pub async fn preflight(url: &str, token: Option<String>) -> Result<Preflight, Co
     let t0 = Instant::now();
     let _ = cx.get("/health").await;
     took.push(t0.elapsed());
+
+    // The role first, on a queue that does not exist yet: a token too weak to delete
+    // is refused here, before the preflight has made anything it could not remove.
+    let delete = "DELETE /api/v1/resources/queues/{queue} of its own queue";
+    let path_q = format!("/api/v1/resources/queues/{q}");
+    let t0 = Instant::now();
+    let first = cx
+        .delete(&path_q)
+        .await
+        .map_err(|e| lost(url, delete, &e))?;
+    took.push(t0.elapsed());
+    auth(delete, &first, Role::Admin)?;
 
     let push = "POST /api/v1/push";
     let t0 = Instant::now();
@@ -229,10 +243,9 @@ pub async fn preflight(url: &str, token: Option<String>) -> Result<Preflight, Co
         )));
     }
 
-    let delete = "DELETE /api/v1/resources/queues/{queue} of its own queue";
     let t0 = Instant::now();
     let deleted = cx
-        .delete(&format!("/api/v1/resources/queues/{q}"))
+        .delete(&path_q)
         .await
         .map_err(|e| lost(url, delete, &e))?;
     took.push(t0.elapsed());

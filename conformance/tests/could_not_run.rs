@@ -96,7 +96,7 @@ async fn auth_refused_at_the_preflight_names_the_role_needed() {
     for (token, status, needs) in [
         (None, "HTTP 401", "pass one of role admin"),
         (Some("wrong"), "HTTP 401", "pass one of role admin"),
-        (Some("ro"), "HTTP 403", "this request needs read-write"),
+        (Some("ro"), "HTTP 403", "this request needs admin"),
         (Some("rw"), "HTTP 403", "this request needs admin"),
     ] {
         let mut args = vec![
@@ -119,6 +119,17 @@ async fn auth_refused_at_the_preflight_names_the_role_needed() {
         assert!(!r.stdout.contains("FAIL"), "{token:?}: {}", r.stdout);
         assert!(!file.exists(), "{token:?}: a refused run wrote a baseline");
     }
+    // The refused runs left nothing behind: the role is asked before anything is made.
+    let queues = reqwest::Client::new()
+        .get(format!("{url}/api/v1/resources/queues"))
+        .bearer_auth("adm")
+        .send()
+        .await
+        .expect("an answer")
+        .text()
+        .await
+        .expect("a body");
+    assert!(!queues.contains("preflight"), "{queues}");
     // The admin token runs, and passes.
     let r = run_binary(&["--url", &url, "--only", only, "--token", "adm"]).await;
     assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
