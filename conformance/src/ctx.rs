@@ -115,7 +115,7 @@ impl Ctx {
     }
 
     /// The time one request took at the start of the run (measured by the preflight,
-    /// [`crate::preflight`]), or this case run's slowest answer when that is longer:
+    /// [`mod@crate::preflight`]), or this case run's slowest answer when that is longer:
     /// what a case sizes a time window by.
     pub fn latency(&self) -> Duration {
         self.settings.latency.max(self.slowest())

@@ -101,7 +101,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 /// Whether a broker has a capability, as the probe found.
 ///
-/// Absence needs a clear sign ([`absent`]): the broker's answer for a route it lacks,
+/// Absence needs a clear sign: the broker's answer for a route it lacks,
 /// or the answer Queen v0 and queen-engine 1.3 give a transaction with only
 /// `positions` (they read it as a body without `operations`). Any other refusal, an
 /// error in a 2xx or a server error is no such sign: a broker that starts refusing
