@@ -1,8 +1,9 @@
 //! What a case gets: an HTTP client bound to the broker, names unique to this run, and
 //! a record of the last exchange so a failure can show the request and the answer.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -45,6 +46,11 @@ pub struct Ctx {
     token: Option<String>,
     prefix: String,
     last: Arc<Mutex<Option<Exchange>>>,
+    /// The last request that got no HTTP answer, with its error: the runner asks
+    /// whether the broker is still there before it calls such a failure the broker's.
+    transport: Arc<Mutex<Option<String>>>,
+    /// The slowest answer of this case run, in microseconds.
+    slowest_us: Arc<AtomicU64>,
     settings: crate::Settings,
 }
 
@@ -68,6 +74,8 @@ impl Ctx {
             token,
             prefix: format!("cf-{}-{short}", &run[run.len() - 10..]),
             last: Arc::default(),
+            transport: Arc::default(),
+            slowest_us: Arc::default(),
             settings: crate::Settings::default(),
         }
     }
@@ -95,6 +103,69 @@ impl Ctx {
         n
     }
 
+    /// The last request of this case run that got no HTTP answer (connection refused
+    /// or reset, timed out), with the error.
+    pub fn transport_error(&self) -> Option<String> {
+        self.transport.lock().ok().and_then(|t| t.clone())
+    }
+
+    /// How long the slowest answer of this case run took.
+    pub fn slowest(&self) -> Duration {
+        Duration::from_micros(self.slowest_us.load(Ordering::Relaxed))
+    }
+
+    /// The time one request took at the start of the run (measured by the preflight,
+    /// [`mod@crate::preflight`]), or this case run's slowest answer when that is longer:
+    /// what a case sizes a time window by.
+    pub fn latency(&self) -> Duration {
+        self.settings.latency.max(self.slowest())
+    }
+
+    /// The shortest lease or TTL a case that waits for one to lapse asks for, in whole
+    /// seconds: 1, or the time of 4 requests at the latency the preflight measured
+    /// (rounded up), whichever is longer. So the requests a case makes inside the window
+    /// (a pop and then an ack under its lease, a put and then a read) fit in it on a
+    /// slow broker too, instead of failing a MUST for the broker's speed.
+    pub fn window_secs(&self) -> u64 {
+        let four = self.settings.latency.as_secs_f64() * 4.0;
+        (four.ceil() as u64).max(1)
+    }
+
+    /// [`Ctx::window_secs`] as a duration.
+    pub fn window(&self) -> Duration {
+        Duration::from_secs(self.window_secs())
+    }
+
+    /// Waits out a window of [`Ctx::window_secs`], with 1.1 s of room for a broker that
+    /// keeps lease and expiry times in whole seconds.
+    pub async fn lapse(&self) {
+        tokio::time::sleep(self.window() + Duration::from_millis(1_100)).await;
+    }
+
+    /// `failure` as [`crate::FailureKind::Inconclusive`] when this case run's slowest
+    /// answer is too slow for a window of `window` that must hold `requests` requests:
+    /// the case could not tell a broken rule from a slow broker, so it says so instead
+    /// of failing. The runner applies it to every failure of a case that needs `Time`,
+    /// with [`Ctx::window`] and 4 requests; on a broker that answered as fast as the
+    /// preflight measured, a failure stays a failure.
+    pub fn too_slow_for(&self, window: Duration, requests: u32, failure: Failure) -> Failure {
+        if self.slowest() * requests <= window {
+            return failure;
+        }
+        Failure {
+            exchange: failure.exchange,
+            ..Failure::inconclusive(
+                failure.expected,
+                format!(
+                    "inconclusive: this case needs {requests} requests inside {window:?}, and one of its answers took {:?} (the preflight measured {:?}); it saw: {}",
+                    self.slowest(),
+                    self.settings.latency,
+                    failure.actual
+                ),
+            )
+        }
+    }
+
     /// The last exchange, for the report.
     pub fn last_exchange(&self) -> Option<Exchange> {
         self.last.lock().ok().and_then(|l| l.clone())
@@ -115,12 +186,21 @@ impl Ctx {
         if let Some(b) = body {
             req = req.json(b);
         }
-        let res = req
-            .send()
-            .await
-            .map_err(|e| Failure::new("an answer", format!("transport error: {e}")))?;
+        let t0 = Instant::now();
+        let res = match req.send().await {
+            Ok(res) => res,
+            Err(e) => {
+                let what = format!("transport error: {e}");
+                if let Ok(mut t) = self.transport.lock() {
+                    *t = Some(format!("{method} {path}: {what}"));
+                }
+                return Err(Failure::new("an answer", what));
+            }
+        };
         let status = res.status().as_u16();
         let text = res.text().await.unwrap_or_default();
+        let took = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.slowest_us.fetch_max(took, Ordering::Relaxed);
         let body_v = serde_json::from_str(&text).unwrap_or(if text.is_empty() {
             Value::Null
         } else {

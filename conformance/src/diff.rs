@@ -67,6 +67,8 @@ fn side(report: &Report, id: &str, whole: bool) -> Side {
             format!("expected {}; got {}", f.expected, f.actual),
         ),
         Status::Flaky(fl) => ("flaky", &fl.failure, fl.summary()),
+        Status::Inconclusive(f) => ("inconclusive", f, f.actual.clone()),
+        Status::NotRun(why) => return bare("not run", Some(why.clone())),
     };
     Side {
         verdict: verdict.into(),
@@ -98,6 +100,8 @@ fn verdict(report: &Report, id: &str) -> &'static str {
         Some(Status::Fail(_)) => "fail",
         Some(Status::Skip(_)) => "skip",
         Some(Status::Flaky(_)) => "flaky",
+        Some(Status::Inconclusive(_)) => "inconclusive",
+        Some(Status::NotRun(_)) => "not run",
         None => "absent",
     }
 }

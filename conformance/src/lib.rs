@@ -27,26 +27,31 @@ pub mod cases;
 pub mod ctx;
 pub mod diff;
 pub mod model;
+pub mod preflight;
 pub mod probe;
 pub mod profile;
 pub mod report;
 pub mod runner;
 
-pub use baseline::{Baseline, Comparison};
-pub use case::{Capability, Case, Failure, Level, spec_section};
+pub use baseline::{Baseline, Comparison, OnChangedReason};
+pub use case::{Capability, Case, Failure, FailureKind, Level, Section, spec_section};
 pub use cases::all_cases;
 pub use ctx::Ctx;
 pub use diff::Diff;
+pub use preflight::{CouldNotRun, Preflight, preflight};
 pub use probe::{NotReady, Probe, probe, wait_ready};
 pub use profile::{PROFILES, Profile};
-pub use report::{CaseResult, Report, Status};
+pub use report::{CaseResult, Format, Report, Status, Stopped};
 pub use runner::{RunConfig, run};
 
-/// Settings a case may read (the properties' size and seed).
+/// Settings a case may read (the properties' size and seed, the broker's latency).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Settings {
     /// Generated cases per property.
     pub prop_cases: u32,
     /// The properties' seed.
     pub seed: Option<u64>,
+    /// How long one request took at the start of the run (the preflight's median;
+    /// zero when no preflight ran): cases with a time window size it by this.
+    pub latency: std::time::Duration,
 }

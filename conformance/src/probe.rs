@@ -100,12 +100,24 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Whether a broker has a capability, as the probe found.
+///
+/// Absence needs a clear sign: the broker's answer for a route it lacks,
+/// or the answer Queen v0 and queen-engine 1.3 give a transaction with only
+/// `positions` (they read it as a body without `operations`). Any other refusal, an
+/// error in a 2xx or a server error is no such sign: a broker that starts refusing
+/// `positions` with a 400 has the capability and breaks it, and its cases run and
+/// fail, where reading any 4xx as absence turned a regression into skips and exit 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub enum Verdict {
     /// Its routes answered as the capability's routes do.
     Present,
-    /// They did not (see the evidence).
+    /// They did not, with a clear sign of absence (see the evidence): its cases skip.
     Absent,
+    /// They did not answer as the capability's routes do, but gave no clear sign of
+    /// absence either (a refusal, an error): the broker is taken to have it, and its
+    /// cases run and judge it.
+    Unclear,
 }
 
 /// How the probe read one answer.
@@ -292,6 +304,17 @@ impl Probe {
         }
     }
 
+    /// Why the probed broker cannot be judged at all: it has no Core (nothing of a
+    /// Queen broker was found; `auto` must never pass such a URL).
+    pub fn could_not_run(&self) -> Option<crate::preflight::CouldNotRun> {
+        let core = self
+            .findings
+            .iter()
+            .find(|f| f.capability == Capability::Core)?;
+        (core.verdict == Verdict::Absent)
+            .then(|| crate::preflight::CouldNotRun::NotQueen(joined(&core.evidence)))
+    }
+
     /// The profile `auto` runs: `v0` for a Queen v0 broker (its own page, with the Queen
     /// 2 conventions it never promised waived); otherwise the capabilities found,
     /// real-time waits included, with the evidence of each missing one as its skip
@@ -304,7 +327,7 @@ impl Probe {
         let mut missing_why = Vec::new();
         for f in &self.findings {
             match f.verdict {
-                Verdict::Present => caps.push(f.capability),
+                Verdict::Present | Verdict::Unclear => caps.push(f.capability),
                 Verdict::Absent => missing_why.push((
                     f.capability,
                     format!("not found by the probe ({})", joined(&f.evidence)),
@@ -332,6 +355,8 @@ impl Probe {
                 match f.verdict {
                     Verdict::Present => "yes",
                     Verdict::Absent => "no",
+                    // Run: no clear sign of absence, so the cases judge it.
+                    Verdict::Unclear => "run",
                 },
                 joined(&f.evidence)
             );
@@ -444,13 +469,38 @@ fn evidence(request: &'static str, r: &Result<Resp, Failure>, missing: Option<&R
     }
 }
 
-/// Present when every condition holds.
-fn verdict(all: bool) -> Verdict {
-    if all {
-        Verdict::Present
-    } else {
-        Verdict::Absent
+/// Present when every condition holds; otherwise absent only on a clear sign
+/// (`absent_sign`), and unclear (run, and judged by its cases) without one.
+fn verdict(all: bool, absent_sign: bool) -> Verdict {
+    match (all, absent_sign) {
+        (true, _) => Verdict::Present,
+        (false, true) => Verdict::Absent,
+        (false, false) => Verdict::Unclear,
     }
+}
+
+/// Whether `evidence` is a clear sign that a capability is absent: the broker's answer
+/// for a route it lacks ([`Reading::NoRoute`]), or a route there in name only, as Queen
+/// v0 answers its stream state with 200 and a database error ([`Reading::ErrorIn2xx`]).
+/// A refusal (another 4xx) or a server error is no such sign.
+fn absent(evidence: &[Evidence]) -> bool {
+    evidence
+        .iter()
+        .any(|e| matches!(e.reading, Reading::NoRoute | Reading::ErrorIn2xx))
+}
+
+/// Whether a transaction with only `positions` was refused the way a broker without
+/// positions refuses it: a 400 saying the body needs an `operations` array (Queen v0:
+/// "operations array required"; queen-engine 1.3: "transaction requires an
+/// operations array (or a top-level kv/timers array)"). Such a broker does not know
+/// the key, and reads the body as empty.
+fn positions_unknown(r: &Result<Resp, Failure>) -> bool {
+    let Ok(r) = r else { return false };
+    let error = r.body["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    r.status == 400 && error.contains("operations") && error.contains("requir")
 }
 
 /// Probes the broker at `url` (see the module's note on what it sends and how it
@@ -499,7 +549,9 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
     let push_ev = evidence("POST /api/v1/push of two messages", &pushed, on_post);
     find(
         Capability::Core,
-        verdict(push_ev.reading == Reading::Success && msgs.len() == 2),
+        // The preflight found Core already (no run gets here without it); read as
+        // absent, it is the probe's verdict of a broker that is not Queen's.
+        verdict(push_ev.reading == Reading::Success && msgs.len() == 2, true),
         vec![
             push_ev,
             evidence(
@@ -527,9 +579,11 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
             |r: &Result<Resp, Failure>, k: &str| r.as_ref().ok().map(|r| r.body[0][k].clone());
         let yes = key(&last, "leaseReleased") == Some(json!(true))
             && key(&first, "noop") == Some(json!(true));
+        // Cursor is behaviour, not a route: nothing shows it absent on a broker
+        // judged as Queen 2 (Queen v0 is judged by its own profile).
         find(
             Capability::Cursor,
-            verdict(yes),
+            verdict(yes, false),
             vec![
                 evidence(
                     "POST /api/v1/ack of the last of the batch (leaseReleased: true)",
@@ -544,7 +598,7 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
             ],
         );
     } else {
-        find(Capability::Cursor, Verdict::Absent, Vec::new());
+        find(Capability::Cursor, Verdict::Unclear, Vec::new());
     }
 
     // Generation: a pop of a partition no one pushed to, and the extension of a lease
@@ -603,9 +657,10 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
         &pos,
         on_post,
     );
+    let pos_absent = absent(std::slice::from_ref(&pos_ev)) || positions_unknown(&pos);
     find(
         Capability::Positions,
-        verdict(pos_ev.reading == Reading::Success),
+        verdict(pos_ev.reading == Reading::Success, pos_absent),
         vec![pos_ev],
     );
 
@@ -620,7 +675,10 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
     let two = matches!(&fetched, Ok(r) if r.body["entries"][0]["records"].as_array().is_some_and(|a| a.len() == 2));
     find(
         Capability::Fetch,
-        verdict(fetch_ev.reading == Reading::Success && two),
+        verdict(
+            fetch_ev.reading == Reading::Success && two,
+            absent(std::slice::from_ref(&fetch_ev)),
+        ),
         vec![fetch_ev],
     );
 
@@ -662,7 +720,12 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
         }
         _ => false,
     };
-    find(Capability::Streams, verdict(listed_ok), streams_ev);
+    let streams_absent = absent(&streams_ev);
+    find(
+        Capability::Streams,
+        verdict(listed_ok, streams_absent),
+        streams_ev,
+    );
 
     // Ephemeral: the depth of an ephemeral queue no one made is the route's own 404.
     let ephemeral = cx
@@ -675,7 +738,10 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
     );
     find(
         Capability::Ephemeral,
-        verdict(eph_ev.reading == Reading::Refused),
+        verdict(
+            eph_ev.reading == Reading::Refused,
+            absent(std::slice::from_ref(&eph_ev)),
+        ),
         vec![eph_ev],
     );
 
@@ -717,7 +783,7 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
     };
     find(
         Capability::Admin,
-        verdict(forgot_ok && retried_ok),
+        verdict(forgot_ok && retried_ok, absent(&admin_ev)),
         admin_ev,
     );
 
@@ -736,14 +802,20 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
         }
         reading => reading == Reading::Refused,
     };
-    find(Capability::Kv, verdict(kv_ok), vec![kv_ev]);
+    let kv_absent = absent(std::slice::from_ref(&kv_ev));
+    find(Capability::Kv, verdict(kv_ok, kv_absent), vec![kv_ev]);
     let timer = cx.get(&format!("/api/v1/timers/{q}/probe")).await;
     let timer_ev = evidence("GET /api/v1/timers/{queue}/{key} of none", &timer, on_get);
     let timer_ok = match timer_ev.reading {
         Reading::Success => matches!(&timer, Ok(r) if r.body["found"] == json!(false)),
         reading => reading == Reading::Refused,
     };
-    find(Capability::Timers, verdict(timer_ok), vec![timer_ev]);
+    let timer_absent = absent(std::slice::from_ref(&timer_ev));
+    find(
+        Capability::Timers,
+        verdict(timer_ok, timer_absent),
+        vec![timer_ev],
+    );
     let locks = cx
         .post(
             "/api/v1/locks",
@@ -761,7 +833,12 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
         }
         reading => reading == Reading::Refused,
     };
-    find(Capability::Locks, verdict(locks_ok), vec![locks_ev]);
+    let locks_absent = absent(std::slice::from_ref(&locks_ev));
+    find(
+        Capability::Locks,
+        verdict(locks_ok, locks_absent),
+        vec![locks_ev],
+    );
 
     // The other routes, for the record.
     let mut routes = Vec::new();
@@ -794,6 +871,20 @@ pub async fn probe(url: &str, token: Option<String>) -> Probe {
             Err(e) => e.actual,
         };
         routes.push((route.to_string(), answer));
+    }
+    // On a broker whose every sign says Queen v0, acks that did not commit as a cursor
+    // are v0's own (message by message): a clear sign, for the record (the v0 profile
+    // judges it).
+    let v0 = signs
+        .iter()
+        .all(|s| s.points_to != Some(Generation::Queen2))
+        && signs
+            .iter()
+            .any(|s| s.points_to == Some(Generation::QueenV0));
+    for f in &mut findings {
+        if v0 && f.capability == Capability::Cursor && f.verdict == Verdict::Unclear {
+            f.verdict = Verdict::Absent;
+        }
     }
     // Core first, then the order of the capability list.
     let order = [
@@ -895,6 +986,59 @@ mod tests {
             read(&Err(Failure::new("an answer", "transport error")), None),
             Reading::NoAnswer
         );
+    }
+
+    /// Absence needs a clear sign: the answer for a route the broker lacks, or v0's and
+    /// queen-engine 1.3's refusal of a body with only `positions`. Any other refusal is
+    /// the capability answering badly, so its cases run (and fail).
+    #[test]
+    fn only_a_clear_sign_makes_a_capability_absent() {
+        let v0 = answer(400, json!({"error": "operations array required"}));
+        let engine = answer(
+            400,
+            json!({"error": "transaction requires an operations array (or a top-level kv/timers array)", "reason": "bad_request"}),
+        );
+        let regression = answer(
+            400,
+            json!({"error": "positions are not supported here", "code": "bad_request"}),
+        );
+        assert!(positions_unknown(&v0) && positions_unknown(&engine));
+        assert!(!positions_unknown(&regression));
+        assert_eq!(
+            verdict(false, positions_unknown(&regression)),
+            Verdict::Unclear
+        );
+        assert_eq!(verdict(false, positions_unknown(&engine)), Verdict::Absent);
+        assert_eq!(verdict(true, true), Verdict::Present);
+        let no_route = evidence(
+            "POST /x",
+            &answer(404, json!({"code": "no_such_route"})),
+            None,
+        );
+        let refused = evidence("POST /x", &regression, None);
+        let server = evidence("POST /x", &answer(500, json!({"error": "pool"})), None);
+        let v0_state = evidence(
+            "POST /x",
+            &answer(
+                200,
+                json!({"error": "ERROR:  invalid input syntax", "success": false}),
+            ),
+            None,
+        );
+        assert!(absent(&[v0_state]));
+        assert!(absent(&[no_route]));
+        assert!(!absent(&[refused, server]));
+        // An unclear capability is run: the profile has it.
+        let p = Probe {
+            findings: vec![Finding {
+                capability: Capability::Positions,
+                verdict: Verdict::Unclear,
+                evidence: Vec::new(),
+            }],
+            signs: Vec::new(),
+            routes: Vec::new(),
+        };
+        assert!(p.profile().has(Capability::Positions));
     }
 
     fn sign(tells: Trait, points_to: Option<Generation>) -> Sign {

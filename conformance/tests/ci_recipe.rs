@@ -41,67 +41,122 @@ async fn serve_the_reference_broker_for_the_script() {
         .await
         .expect("the broker starts");
     eprintln!("serving the reference broker at {}", broker.url());
+    // The line the script reads the address from, as the broker's binary prints it.
+    println!("queen-mock-broker listening on {}", broker.url());
     // The script ends this process when it is done; the cap only guards a lost parent.
     tokio::time::sleep(Duration::from_secs(600)).await;
     broker.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_ci_script_runs_against_the_reference_broker() {
-    let dir = scratch("ci-script");
+/// A broker binary for the script: a wrapper that records its arguments in
+/// `args.txt` beside it, then serves the reference broker on the `--listen` address.
+fn wrapper(dir: &Path) -> PathBuf {
     let wrapper = dir.join("broker");
     let me = std::env::current_exe().expect("this test binary");
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\n# --in-memory --listen ADDR, as the script starts a broker\nwhile [ $# -gt 0 ]; do\n  if [ \"$1\" = --listen ]; then shift; CF_SERVE_LISTEN=\"$1\"; export CF_SERVE_LISTEN; fi\n  shift\ndone\nexec '{}' serve_the_reference_broker_for_the_script --exact --nocapture --test-threads=1\n",
+            "#!/bin/sh\n# --in-memory|--data FILE --listen ADDR, as the script starts a broker\necho \"$@\" > '{}'\nwhile [ $# -gt 0 ]; do\n  if [ \"$1\" = --listen ]; then shift; CF_SERVE_LISTEN=\"$1\"; export CF_SERVE_LISTEN; fi\n  shift\ndone\nexec '{}' serve_the_reference_broker_for_the_script --exact --nocapture --test-threads=1\n",
+            dir.join("args.txt").display(),
             me.display()
         ),
     )
     .expect("the wrapper");
+    chmod_x(&wrapper);
+    wrapper
+}
+
+fn chmod_x(path: &Path) {
     let chmod = std::process::Command::new("chmod")
         .arg("+x")
-        .arg(&wrapper)
+        .arg(path)
         .status()
         .expect("chmod");
     assert!(chmod.success());
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        l.local_addr().expect("an address").port()
-    };
-    let baseline = dir.join("baseline.txt");
-    std::fs::write(&baseline, "# no known failures\n").expect("a baseline");
-    let out = dir.join("report");
-    let run = tokio::process::Command::new("bash")
-        .arg("conformance/ci/run-conformance.sh")
+}
+
+/// What a run of the script did.
+struct Script {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    log: String,
+}
+
+/// Runs the script from the workspace's root with `env` (and no `QUEEN_*` of ours).
+async fn script(env: &[(&str, String)], path_first: Option<&Path>) -> Script {
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("conformance/ci/run-conformance.sh")
         .current_dir(root())
         .env_remove("QUEEN_URL")
         .env_remove("QUEEN_TOKEN")
+        .env_remove("QUEEN_PORT")
+        .env_remove("QUEEN_DATA")
+        .env_remove("CARGO_TARGET_DIR")
         .env_remove("QUEEN_CONFORMANCE_CASES")
-        .env("QUEEN_BROKER_BIN", &wrapper)
-        .env(
-            "QUEEN_CONFORMANCE_BIN",
-            env!("CARGO_BIN_EXE_queen-conformance"),
-        )
-        .env("QUEEN_PORT", port.to_string())
-        .env("QUEEN_CONFORMANCE_OUT", &out)
-        .env("QUEEN_CONFORMANCE_BASELINE", &baseline)
-        .env(
-            "QUEEN_CONFORMANCE_ARGS",
-            "--only core.* --profile queen2-fast",
-        )
-        .output()
-        .await
-        .expect("bash runs the script");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    let log = std::fs::read_to_string(out.join("broker.log")).unwrap_or_default();
+        .env_remove("QUEEN_CONFORMANCE_BASELINE")
+        .env_remove("QUEEN_CONFORMANCE_WRITE_BASELINE");
+    if let Some(dir) = path_first {
+        let path = std::env::var("PATH").unwrap_or_default();
+        cmd.env("PATH", format!("{}:{path}", dir.display()));
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let run = cmd.output().await.expect("bash runs the script");
+    let out = env
+        .iter()
+        .find(|(k, _)| *k == "QUEEN_CONFORMANCE_OUT")
+        .map(|(_, v)| PathBuf::from(v))
+        .expect("an out folder");
+    Script {
+        code: run.status.code(),
+        stdout: String::from_utf8_lossy(&run.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&run.stderr).into_owned(),
+        log: std::fs::read_to_string(out.join("broker.log")).unwrap_or_default(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ci_script_runs_against_the_reference_broker() {
+    let dir = scratch("ci-script");
+    let wrapper = wrapper(&dir);
+    let baseline = dir.join("baseline.txt");
+    std::fs::write(&baseline, "# no known failures\n").expect("a baseline");
+    let out = dir.join("report");
+    let r = script(
+        &[
+            ("QUEEN_BROKER_BIN", wrapper.display().to_string()),
+            (
+                "QUEEN_CONFORMANCE_BIN",
+                env!("CARGO_BIN_EXE_queen-conformance").to_string(),
+            ),
+            ("QUEEN_CONFORMANCE_OUT", out.display().to_string()),
+            ("QUEEN_CONFORMANCE_BASELINE", baseline.display().to_string()),
+            (
+                "QUEEN_CONFORMANCE_ARGS",
+                "--only core.* --profile queen2-fast".to_string(),
+            ),
+        ],
+        None,
+    )
+    .await;
+    let (stdout, stderr, log) = (&r.stdout, &r.stderr, &r.log);
     assert_eq!(
-        run.status.code(),
+        r.code,
         Some(0),
         "stdout: {stdout}\nstderr: {stderr}\nbroker log: {log}"
     );
     assert!(log.contains("serving the reference broker"), "{log}");
+    // No QUEEN_PORT: the kernel chose a free port, read from the broker's line.
+    let port: u16 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("queen-mock-broker listening on http://127.0.0.1:"))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the broker's address: {log}"));
+    assert_ne!(port, 6632);
+    let args = std::fs::read_to_string(dir.join("args.txt")).expect("the broker's arguments");
+    assert_eq!(args.trim(), "--in-memory --listen 127.0.0.1:0");
     let summary = std::fs::read_to_string(out.join("summary.txt")).expect("the summary");
     assert!(summary.contains(" passed, 0 failed, "), "{summary}");
     assert!(
@@ -116,6 +171,12 @@ async fn the_ci_script_runs_against_the_reference_broker() {
     );
     assert!(junit.contains("failures=\"0\""), "{junit}");
     assert!(junit.contains("name=\"core.cursor.subscription.late-partition\""));
+    let md = std::fs::read_to_string(out.join("summary.md")).expect("the Markdown report");
+    assert!(
+        md.starts_with("### queen-conformance against `http://127.0.0.1:"),
+        "{md}"
+    );
+    assert!(md.contains("**Gate: pass** (baseline"), "{md}");
     // The script stopped the broker it started.
     let closed = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
@@ -130,6 +191,142 @@ async fn the_ci_script_runs_against_the_reference_broker() {
     })
     .await;
     assert!(closed.is_ok(), "the broker still listens on {port}");
+}
+
+/// The port is taken by another broker: the script's own broker cannot start, and the
+/// script says so (exit 2) instead of gating whatever answers there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ci_script_never_gates_a_broker_it_did_not_start() {
+    let other = MockBroker::start_in_memory().await.expect("another broker");
+    let port = other.url().rsplit(':').next().expect("a port").to_string();
+    let dir = scratch("ci-taken");
+    let out = dir.join("report");
+    let r = script(
+        &[
+            ("QUEEN_BROKER_BIN", wrapper(&dir).display().to_string()),
+            (
+                "QUEEN_CONFORMANCE_BIN",
+                env!("CARGO_BIN_EXE_queen-conformance").to_string(),
+            ),
+            ("QUEEN_CONFORMANCE_OUT", out.display().to_string()),
+            ("QUEEN_PORT", port.clone()),
+            ("QUEEN_CONFORMANCE_ARGS", "--only core.health".to_string()),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(r.code, Some(2), "{}{}\n{}", r.stdout, r.stderr, r.log);
+    assert!(
+        r.stderr
+            .contains("run-conformance.sh: could not run: the broker exited at start"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stdout.contains("passed"), "no suite ran: {}", r.stdout);
+    // A broker that says it listens on a port another process holds (the other
+    // broker's): the script compares the port's owner with its broker's pid.
+    let liar = dir.join("liar");
+    std::fs::write(
+        &liar,
+        format!(
+            "#!/bin/sh
+echo 'queen-mock-broker listening on {}'
+exec sleep 30
+",
+            other.url()
+        ),
+    )
+    .expect("a lying broker");
+    chmod_x(&liar);
+    let r = script(
+        &[
+            ("QUEEN_BROKER_BIN", liar.display().to_string()),
+            (
+                "QUEEN_CONFORMANCE_BIN",
+                env!("CARGO_BIN_EXE_queen-conformance").to_string(),
+            ),
+            ("QUEEN_CONFORMANCE_OUT", out.display().to_string()),
+            ("QUEEN_CONFORMANCE_ARGS", "--only core.health".to_string()),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(r.code, Some(2), "{}{}\n{}", r.stdout, r.stderr, r.log);
+    assert!(
+        r.stderr.contains(&format!(
+            "could not run: port {port} does not answer for the broker this script started"
+        )),
+        "{}",
+        r.stderr
+    );
+    // A baseline named on purpose that is not there: 2 as well, before anything runs.
+    let r = script(
+        &[
+            ("QUEEN_CONFORMANCE_OUT", out.display().to_string()),
+            (
+                "QUEEN_CONFORMANCE_BASELINE",
+                dir.join("missing.txt").display().to_string(),
+            ),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(r.code, Some(2), "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("missing.txt does not exist"),
+        "{}",
+        r.stderr
+    );
+    other.shutdown().await;
+}
+
+/// With `CARGO_TARGET_DIR` set the script finds cargo's builds there (it exited 127
+/// looking in target/), and `QUEEN_DATA` runs the broker on a data file. The builds
+/// are the ones this test already has: a stand-in `cargo` on PATH builds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ci_script_reads_cargo_target_dir_and_runs_on_a_data_file() {
+    let dir = scratch("ci-target");
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("a bin folder");
+    std::fs::write(
+        bin.join("cargo"),
+        "#!/bin/sh\necho \"stand-in cargo $*\" >&2\n",
+    )
+    .expect("a stand-in cargo");
+    chmod_x(&bin.join("cargo"));
+    let target = dir.join("target");
+    let release = target.join("release");
+    std::fs::create_dir_all(&release).expect("a release folder");
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_queen-conformance"),
+        release.join("queen-conformance"),
+    )
+    .expect("the suite in the target dir");
+    std::fs::copy(wrapper(&dir), release.join("queen-mock-broker")).expect("the broker");
+    chmod_x(&release.join("queen-mock-broker"));
+    let out = dir.join("report");
+    let data = dir.join("data").join("queen.redb");
+    let r = script(
+        &[
+            ("CARGO_TARGET_DIR", target.display().to_string()),
+            ("QUEEN_DATA", data.display().to_string()),
+            ("QUEEN_CONFORMANCE_OUT", out.display().to_string()),
+            ("QUEEN_CONFORMANCE_ARGS", "--only core.health".to_string()),
+        ],
+        Some(&bin),
+    )
+    .await;
+    assert_eq!(r.code, Some(0), "{}{}\n{}", r.stdout, r.stderr, r.log);
+    assert!(
+        r.stderr.contains("stand-in cargo build --release"),
+        "{}",
+        r.stderr
+    );
+    let args = std::fs::read_to_string(dir.join("args.txt")).expect("the broker's arguments");
+    assert_eq!(
+        args.trim(),
+        format!("--data {} --listen 127.0.0.1:0", data.display())
+    );
 }
 
 #[test]
@@ -205,11 +402,40 @@ fn the_workflow_is_yaml_whose_jobs_run_the_script() {
     for line in [
         "cargo build --release --locked -p queen-conformance",
         "cargo build --release --locked -p queen-mock-broker",
-        "--wait-ready 60 --format junit --output \"$out/junit.xml\"",
-        "args+=(--baseline \"$baseline\")",
+        "--format text --format \"junit=$out/junit.xml\" --format \"markdown=$out/summary.md\"",
+        "baseline_args=(--baseline \"$QUEEN_CONFORMANCE_BASELINE\")",
+        "baseline_args+=(--write-baseline \"$QUEEN_CONFORMANCE_WRITE_BASELINE\")",
     ] {
         assert!(sh.contains(line), "the script has {line:?}");
     }
+    // No file the workflow names is missing from the repository: the engine's baseline
+    // is named only behind a check that it exists (it is generated, not shipped).
+    for (i, l) in text.lines().enumerate() {
+        if let Some(at) = l.find("conformance/ci/") {
+            let name: String = l[at..]
+                .chars()
+                .take_while(|c| !c.is_whitespace() && !matches!(c, '"' | '\'' | ')' | ','))
+                .collect();
+            let name = name.trim_end_matches(['.', ':']);
+            let exists = root().join(name).exists();
+            let guarded = l.contains("[ -f ")
+                || l.contains("QUEEN_CONFORMANCE_BASELINE=")
+                || l.trim_start().starts_with('#')
+                || l.contains("::");
+            assert!(
+                exists || guarded,
+                "line {}: {name} is not in the repository: {l}",
+                i + 1
+            );
+        }
+    }
+    let engine_steps = steps("queen-engine");
+    assert!(
+        engine_steps
+            .iter()
+            .all(|s| s["env"]["QUEEN_CONFORMANCE_BASELINE"].is_null()),
+        "the engine's baseline is chosen only when it exists"
+    );
     // Where PyYAML is installed, it agrees that the file is YAML.
     let py = std::process::Command::new("python3")
         .args(["-c", "import sys, yaml; yaml.safe_load(open(sys.argv[1]))"])

@@ -34,7 +34,7 @@ async fn exit_codes_say_conformant_different_or_could_not_run() {
     );
     assert!(
         bad.stdout
-            .contains("  spec:     transaction.md Push operation"),
+            .contains("  spec:     conformance/spec/transaction.md#txn-push (restating transaction.md Push operation)"),
         "{}",
         bad.stdout
     );
@@ -249,10 +249,55 @@ async fn the_diff_of_two_brokers_lists_exactly_the_broken_cases() {
     broker.shutdown().await;
 }
 
+/// `--profile auto` reads a capability as absent only on a clear sign. A broker that
+/// starts refusing `positions` with a 400 is a regression: the positions cases run and
+/// fail (exit 1), where reading any 4xx as absence skipped them and passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profile_auto_fails_a_broker_that_starts_refusing_positions() {
+    let broker = MockBroker::start_in_memory().await.expect("a broker");
+    let proxy = start_proxy(&broker.url(), &[Breakage::RefusePositions]).await;
+    let only = "txn.positions.*,prop.model.seek,txn.push.*";
+    let r = run_binary(&[
+        "--url",
+        &proxy,
+        "--profile",
+        "auto",
+        "--only",
+        only,
+        "--cases",
+        "4",
+    ])
+    .await;
+    assert_eq!(r.code, Some(1), "{}{}", r.stdout, r.stderr);
+    let probe_line = |cap: &str| {
+        r.stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(cap))
+            .unwrap_or_else(|| panic!("no probe line for {cap}: {}", r.stdout))
+            .to_string()
+    };
+    assert!(probe_line("Positions").contains(" run "), "{}", r.stdout);
+    assert!(probe_line("Positions").contains("HTTP 400"), "{}", r.stdout);
+    for id in [
+        "txn.positions.result-shape",
+        "txn.positions.set-and-release",
+    ] {
+        let row = r
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(id))
+            .unwrap_or_else(|| panic!("{id} not reported: {}", r.stdout));
+        assert!(row.contains("FAIL"), "{row}");
+    }
+    broker.shutdown().await;
+}
+
+/// A clear sign of absence still skips: the answer Queen v0 and queen-engine 1.3 give
+/// a transaction with only `positions` (they read it as a body without `operations`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profile_auto_skips_positions_on_a_broker_without_them_and_says_so() {
     let broker = MockBroker::start_in_memory().await.expect("a broker");
-    let proxy = start_proxy(&broker.url(), &[Breakage::RefusePositions]).await;
+    let proxy = start_proxy(&broker.url(), &[Breakage::PositionsUnknown]).await;
     let only = "txn.positions.*,prop.model.seek,txn.push.*";
     let r = run_binary(&["--url", &proxy, "--profile", "auto", "--only", only]).await;
     assert_eq!(r.code, Some(0), "{}{}", r.stdout, r.stderr);
@@ -264,7 +309,11 @@ async fn profile_auto_skips_positions_on_a_broker_without_them_and_says_so() {
             .to_string()
     };
     assert!(probe_line("Positions").contains(" no "), "{}", r.stdout);
-    assert!(probe_line("Positions").contains("HTTP 400"), "{}", r.stdout);
+    assert!(
+        probe_line("Positions").contains("requires an operations array"),
+        "{}",
+        r.stdout
+    );
     for cap in ["Core", "Cursor", "Kv", "Timers", "Locks"] {
         assert!(probe_line(cap).contains(" yes "), "{cap}: {}", r.stdout);
     }

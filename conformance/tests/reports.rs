@@ -74,6 +74,7 @@ fn synthetic() -> Report {
             },
         ],
         millis: 12,
+        ..Report::default()
     }
 }
 
@@ -184,6 +185,11 @@ fn check_files(report: &Report, dir: &Path) {
                 assert_eq!(d["failure"]["expected"], json!(fl.failure.expected));
                 assert_eq!(d["failure"]["actual"], json!(fl.failure.actual));
             }
+            Status::Inconclusive(f) => {
+                assert_eq!(row["detail"]["actual"], json!(f.actual), "{}", r.id);
+                assert_eq!(row["detail"]["kind"], json!("inconclusive"), "{}", r.id);
+            }
+            Status::NotRun(why) => assert_eq!(row["detail"], json!(why), "{}", r.id),
             Status::Fail(f) => {
                 assert_eq!(row["detail"]["expected"], json!(f.expected), "{}", r.id);
                 assert_eq!(row["detail"]["actual"], json!(f.actual), "{}", r.id);

@@ -280,12 +280,6 @@ pub(super) fn expect_uuid7(what: &str, v: &Value) -> Result<(), Failure> {
     )
 }
 
-/// Waits for the lease of a `leaseSeconds=1` pop to lapse (with room for a broker that
-/// keeps lease times in whole seconds).
-async fn lapse() {
-    tokio::time::sleep(Duration::from_millis(2_100)).await;
-}
-
 /// The seven keys of an ack result.
 const ACK_KEYS: [&str; 7] = [
     "index",
@@ -786,7 +780,14 @@ fn pop() -> Vec<Case> {
             |cx: Ctx| async move {
                 let (q, g) = (cx.name("q"), cx.name("g"));
                 push_ids(&cx, &q, "p", &["m0", "m1", "m2"]).await?;
-                let first = msgs(&cx.pop(&pop_path(&q, &g, "&batch=3&leaseSeconds=1")).await?);
+                let first = msgs(
+                    &cx.pop(&pop_path(
+                        &q,
+                        &g,
+                        &format!("&batch=3&leaseSeconds={}", cx.window_secs()),
+                    ))
+                    .await?,
+                );
                 expect_eq(
                     "first delivery",
                     json!(["m0", "m1", "m2"]),
@@ -818,11 +819,18 @@ fn pop() -> Vec<Case> {
             |cx: Ctx| async move {
                 let (q, g) = (cx.name("q"), cx.name("g"));
                 push_ids(&cx, &q, "p", &["m0", "m1"]).await?;
-                let first = msgs(&cx.pop(&pop_path(&q, &g, "&batch=2&leaseSeconds=1")).await?);
+                let first = msgs(
+                    &cx.pop(&pop_path(
+                        &q,
+                        &g,
+                        &format!("&batch=2&leaseSeconds={}", cx.window_secs()),
+                    ))
+                    .await?,
+                );
                 for m in &first {
                     expect_eq("deliveryAttempt", 1, &m["deliveryAttempt"])?;
                 }
-                lapse().await;
+                cx.lapse().await;
                 let again = msgs(&cx.pop(&pop_path(&q, &g, "&batch=10")).await?);
                 expect_eq("redelivered", json!(["m0", "m1"]), &json!(txn_ids(&again)))?;
                 for m in &again {
@@ -844,7 +852,14 @@ fn leases() -> Vec<Case> {
             |cx: Ctx| async move {
                 let (q, g) = (cx.name("q"), cx.name("g"));
                 push_ids(&cx, &q, "p", &["m0", "m1"]).await?;
-                let p = msgs(&cx.pop(&pop_path(&q, &g, "&batch=1&leaseSeconds=1")).await?);
+                let p = msgs(
+                    &cx.pop(&pop_path(
+                        &q,
+                        &g,
+                        &format!("&batch=1&leaseSeconds={}", cx.window_secs()),
+                    ))
+                    .await?,
+                );
                 expect(p.len() == 1, "one message", format!("{p:?}"))?;
                 let lease = p[0]["leaseId"].as_str().unwrap_or("").to_string();
                 let r = cx
@@ -875,7 +890,7 @@ fn leases() -> Vec<Case> {
                     r.body["newExpiresAt"].clone(),
                     &r.body["lease_expires_at"],
                 )?;
-                lapse().await;
+                cx.lapse().await;
                 let other = cx.pop(&pop_path(&q, &g, "&batch=10")).await?;
                 expect(
                     other.is_none(),
@@ -894,10 +909,17 @@ fn leases() -> Vec<Case> {
             |cx: Ctx| async move {
                 let (q, g) = (cx.name("q"), cx.name("g"));
                 push_ids(&cx, &q, "p", &["m0"]).await?;
-                let p = msgs(&cx.pop(&pop_path(&q, &g, "&batch=1&leaseSeconds=1")).await?);
+                let p = msgs(
+                    &cx.pop(&pop_path(
+                        &q,
+                        &g,
+                        &format!("&batch=1&leaseSeconds={}", cx.window_secs()),
+                    ))
+                    .await?,
+                );
                 expect(p.len() == 1, "one message", format!("{p:?}"))?;
                 let lease = p[0]["leaseId"].as_str().unwrap_or("").to_string();
-                lapse().await;
+                cx.lapse().await;
                 let r = cx
                     .post(&format!("/api/v1/lease/{lease}/extend"), json!({}))
                     .await?;
@@ -1342,9 +1364,9 @@ fn kv_cases() -> Vec<Case> {
             |cx: Ctx| async move {
                 let ns = cx.ns("kv");
                 let incr = |ttl: i64| json!([{"op": "incr", "ns": ns, "key": "n", "delta": 1, "ttlSeconds": ttl}]);
-                kv(&cx, incr(1)).await?;
+                kv(&cx, incr(cx.window_secs() as i64)).await?;
                 let first = kv_get(&cx, &ns, "n").await?["expiresAt"].clone();
-                tokio::time::sleep(Duration::from_millis(2_100)).await;
+                cx.lapse().await;
                 let r = kv(&cx, incr(3600)).await?["results"][0].clone();
                 expect_eq("an incr after the key lapsed: applied", true, &r["applied"])?;
                 expect_eq("its value (from 0)", 1, &r["value"])?;
@@ -1474,10 +1496,10 @@ fn kv_cases() -> Vec<Case> {
                 let ns = cx.ns("kv");
                 kv(
                     &cx,
-                    json!([{"op": "put", "ns": ns, "key": "k", "value": 1, "ttlSeconds": 1}]),
+                    json!([{"op": "put", "ns": ns, "key": "k", "value": 1, "ttlSeconds": cx.window_secs()}]),
                 )
                 .await?;
-                tokio::time::sleep(Duration::from_millis(2_100)).await;
+                cx.lapse().await;
                 expect_kv_absent(&cx, &ns, "k").await?;
                 let r = kv(
                     &cx,

@@ -256,7 +256,14 @@ fn commit() -> Vec<Case> {
             |cx: Ctx| async move {
                 let (q, g) = (cx.name("q"), cx.name("g"));
                 push_ids(&cx, &q, "p", &["m0", "m1", "m2"]).await?;
-                let m = msgs(&cx.pop(&pop_path(&q, &g, "&batch=3&leaseSeconds=1")).await?);
+                let m = msgs(
+                    &cx.pop(&pop_path(
+                        &q,
+                        &g,
+                        &format!("&batch=3&leaseSeconds={}", cx.window_secs()),
+                    ))
+                    .await?,
+                );
                 expect_eq("the batch", json!(["m0", "m1", "m2"]), &json!(txn_ids(&m)))?;
                 let r = ack(&cx, ack_of(&m[1], "completed")).await?;
                 expect_ack("ack of m1", &r, false)?;

@@ -7,8 +7,6 @@
 //! pops and its cycles act for the same group. The cases need
 //! [`Capability::Streams`](crate::case::Capability::Streams).
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use super::core::{msgs, pop_path, push_ids, stored, txn_ids};
@@ -467,10 +465,10 @@ fn cycles() -> Vec<Case> {
             [Core, Streams, Time],
             |cx: Ctx| async move {
                 let (s, pid) = folded(&cx, json!([])).await?;
-                let c = claim(&cx, &s, json!([pid]), 1).await?;
+                let c = claim(&cx, &s, json!([pid]), cx.window_secs()).await?;
                 expect_eq("the claim", json!(["claimed"]), &statuses(&c))?;
-                // Past the claim's one second (with room for whole-second clocks).
-                tokio::time::sleep(Duration::from_millis(2_100)).await;
+                // Past the claim's window (with room for whole-second clocks).
+                cx.lapse().await;
                 refused(
                     &cx,
                     "a close under the lapsed claim",

@@ -386,8 +386,8 @@ pub fn cases() -> Vec<Case> {
             |cx: Ctx| async move {
                 let q = cx.name("q");
                 push_all(&cx, &q, "p", &["e-1"]).await?;
-                let a = take(&cx, &q, "p", QM, 1, Some(1)).await?;
-                tokio::time::sleep(Duration::from_millis(1200)).await;
+                let a = take(&cx, &q, "p", QM, 1, Some(cx.window_secs() as u32)).await?;
+                tokio::time::sleep(cx.window() + Duration::from_millis(200)).await;
                 let out = cx
                     .txn(json!({"operations": [ack_op(a.first(), Some(&a.lease), "completed")]}))
                     .await?;
@@ -402,8 +402,8 @@ pub fn cases() -> Vec<Case> {
             |cx: Ctx| async move {
                 let q = cx.name("q");
                 push_all(&cx, &q, "p", &["w-1"]).await?;
-                let first = take(&cx, &q, "p", QM, 1, Some(1)).await?;
-                tokio::time::sleep(Duration::from_millis(1200)).await;
+                let first = take(&cx, &q, "p", QM, 1, Some(cx.window_secs() as u32)).await?;
+                tokio::time::sleep(cx.window() + Duration::from_millis(200)).await;
                 let second = take(&cx, &q, "p", QM, 1, None).await?;
                 expect_ids("redelivered", &["w-1"], &second.ids())?;
                 expect(
@@ -465,14 +465,14 @@ pub fn cases() -> Vec<Case> {
                 let q = cx.name("q");
                 push_all(&cx, &q, "p", &["h-1", "h-2"]).await?;
                 // Another worker holds h-1 (for a second).
-                let a = take(&cx, &q, "p", QM, 1, Some(1)).await?;
+                let a = take(&cx, &q, "p", QM, 1, Some(cx.window_secs() as u32)).await?;
                 expect_ids("held batch", &["h-1"], &a.ids())?;
                 let out = cx
                     .txn(json!({"operations": [ack_op(a.first(), None, "completed")]}))
                     .await?;
                 expect_commit(&out)?;
                 // Once that lease is over, h-1 is not delivered again: it was acked.
-                tokio::time::sleep(Duration::from_millis(1200)).await;
+                tokio::time::sleep(cx.window() + Duration::from_millis(200)).await;
                 let next = take(&cx, &q, "p", QM, 1, None).await?;
                 expect_ids("next delivery", &["h-2"], &next.ids())
             }

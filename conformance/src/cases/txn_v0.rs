@@ -586,10 +586,11 @@ fn rollbacks() -> Vec<Case> {
             [Core, Time],
             |cx: Ctx| async move {
                 let (q, src) = (cx.name("q"), cx.name("src"));
-                configure(&cx, &src, json!({"leaseTime": 1})).await?;
+                let w = cx.window_secs();
+                configure(&cx, &src, json!({"leaseTime": w})).await?;
                 push_all(&cx, &src, "p", &["m"]).await?;
-                let b = take(&cx, &src, "p", QM, 1, Some(1)).await?;
-                tokio::time::sleep(Duration::from_millis(2500)).await;
+                let b = take(&cx, &src, "p", QM, 1, Some(w as u32)).await?;
+                tokio::time::sleep(cx.window() + Duration::from_millis(1500)).await;
                 let m = b.first();
                 let r = cx
                     .txn(json!({"operations": [

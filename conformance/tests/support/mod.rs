@@ -28,6 +28,12 @@ pub enum Breakage {
     /// A broker without positions: a transaction carrying `positions` and a seek
     /// answer 400.
     RefusePositions,
+    /// A broker that does not know `positions`, as Queen v0 and queen-engine 1.3 answer:
+    /// a transaction with only `positions` is 400 "transaction requires an operations
+    /// array" (the body read as empty), and a seek is the answer for a route it lacks.
+    PositionsUnknown,
+    /// Every answer comes 150 ms late (the request is held before it is forwarded).
+    Slow,
     /// Ack answers never say `noop: true` (a broker that does not know an ack below
     /// the cursor is a repeat).
     NoNoop,
@@ -103,7 +109,28 @@ impl Proxy {
 
     /// An answer in place of the broker's, for a request this proxy refuses.
     fn refuse(&self, method: &Method, path: &str, body: &[u8]) -> Option<Response> {
-        if !self.breaks(Breakage::RefusePositions) || method != Method::POST {
+        if method != Method::POST {
+            return None;
+        }
+        if self.breaks(Breakage::PositionsUnknown) {
+            let only_positions = path == "/api/v1/transaction"
+                && serde_json::from_slice::<Value>(body).ok().is_some_and(|b| {
+                    b.get("positions").is_some()
+                        && b.get("operations").is_none()
+                        && b.get("kv").is_none()
+                        && b.get("timers").is_none()
+                });
+            if only_positions {
+                let body = json!({"error": "transaction requires an operations array (or a top-level kv/timers array)", "reason": "bad_request"});
+                return Some((StatusCode::BAD_REQUEST, axum::Json(body)).into_response());
+            }
+            if path.starts_with("/api/v1/consumer-groups/") && path.ends_with("/seek") {
+                let body = json!({"error": "Not Found", "code": "no_such_route"});
+                return Some((StatusCode::NOT_FOUND, axum::Json(body)).into_response());
+            }
+            return None;
+        }
+        if !self.breaks(Breakage::RefusePositions) {
             return None;
         }
         let positions = path == "/api/v1/transaction"
@@ -146,6 +173,9 @@ async fn forward(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if p.breaks(Breakage::Slow) {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    }
     if let Some(refused) = p.refuse(&method, uri.path(), &body) {
         return refused;
     }
@@ -191,6 +221,80 @@ pub async fn start_proxy(upstream: &str, breaks: &[Breakage]) -> String {
     let addr = listener.local_addr().expect("an address");
     tokio::spawn(async move {
         axum::serve(listener, app).await.expect("the proxy serves");
+    });
+    format!("http://{addr}")
+}
+
+/// A web server that is not a Queen broker: `GET /health` is a file (200, `ok`), a
+/// POST is 501 and any other path a 404 page, as `python3 -m http.server` serving a
+/// folder with a `health` file answers.
+pub async fn start_not_queen() -> String {
+    async fn answer(method: Method, uri: Uri) -> Response {
+        match (method, uri.path()) {
+            (Method::GET, "/health") => (StatusCode::OK, "ok\n").into_response(),
+            (Method::GET | Method::HEAD, _) => (
+                StatusCode::NOT_FOUND,
+                "<html><body>404 File not found</body></html>",
+            )
+                .into_response(),
+            _ => (
+                StatusCode::NOT_IMPLEMENTED,
+                "<!DOCTYPE HTML>\n<html lang=\"en\">\n    <head>\n        <title>Error response</title>\n    </head>\n    <body>501 Unsupported method</body>\n</html>\n",
+            )
+                .into_response(),
+        }
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    tokio::spawn(async move {
+        axum::serve(listener, Router::new().fallback(answer))
+            .await
+            .expect("serves");
+    });
+    format!("http://{addr}")
+}
+
+/// A TCP proxy to `upstream` that dies after `after`, as a broker killed mid-run does:
+/// from then on it cuts every open connection and closes each new one unanswered.
+pub async fn start_dying_proxy(upstream: &str, after: std::time::Duration) -> String {
+    let target = upstream
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    let (dead_tx, dead) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        let _ = dead_tx.send(true);
+        // Keep the sender (and so the receivers' state) for the rest of the test.
+        std::future::pending::<()>().await;
+    });
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut inbound, _)) = listener.accept().await else {
+                return;
+            };
+            let mut dead = dead.clone();
+            if *dead.borrow() {
+                drop(inbound);
+                continue;
+            }
+            let target = target.clone();
+            tokio::spawn(async move {
+                let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else {
+                    return;
+                };
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                    _ = dead.wait_for(|d| *d) => {}
+                }
+            });
+        }
     });
     format!("http://{addr}")
 }
