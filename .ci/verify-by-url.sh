@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 
 . .ci/broker.sh
 broker_build
-cargo build --release -p queen-examples --bin verify-worker
+cargo build --release -p queen-examples --bin verify-worker --bin verify-shapes
 trap broker_stop EXIT
 broker_start "${CARGO_TARGET_DIR:-$PWD/target}/verify-by-url-broker.log"
 "${CARGO_TARGET_DIR:-$PWD/target}/release/verify-worker" --url "$BROKER_URL" "$@"
+"${CARGO_TARGET_DIR:-$PWD/target}/release/verify-shapes" --url "$BROKER_URL" --schedules 10
