@@ -305,10 +305,17 @@ pub fn normalize(reason: &str) -> String {
         }
         if boundary {
             // A hyphenated UUID: 8-4-4-4-12.
+            // A reason cut at its length limit can end inside one: what is left of it
+            // after its first group, up to the end, is a UUID too.
             let mut j = i;
             let mut uuid = true;
             for (k, len) in [8, 4, 4, 4, 12].into_iter().enumerate() {
-                if run(j, &hex) != len || (k < 4 && c.get(j + len) != Some(&'-')) {
+                let n = run(j, &hex);
+                if k > 0 && n < len && j + n == c.len() {
+                    j = c.len();
+                    break;
+                }
+                if n != len || (k < 4 && c.get(j + len) != Some(&'-')) {
                     uuid = false;
                     break;
                 }
@@ -698,6 +705,10 @@ mod tests {
             ),
             "lease <uuid> and <uuid>"
         );
+        // Cut at the reason's length limit inside a UUID, at any point after its
+        // first group.
+        assert_eq!(normalize("id \"01a246cb-b542-7000-a071-"), "id \"<uuid>");
+        assert_eq!(normalize("id 01a246cb-b636-7000-90b2-83656a7386"), "id <uuid>");
         assert_ne!(normalize("HTTP 200"), normalize("HTTP 400"));
     }
 

@@ -1004,3 +1004,19 @@ async fn lease_extension_decodes_renewed_and_expired() {
     assert_eq!(gone.renewed, 0);
     assert_eq!(gone.expires_at, None);
 }
+
+#[test]
+fn a_message_group_without_a_status_reads_queen_2_engines_consumed_flag() {
+    // Queen 2's engine answers each group's entry with `consumed`, not `status`.
+    let g: queen_sdk::MessageGroup =
+        serde_json::from_value(serde_json::json!({"name": "billing", "consumed": true})).unwrap();
+    assert_eq!(g.status, queen_sdk::MessageStatus::Completed);
+    let g: queen_sdk::MessageGroup =
+        serde_json::from_value(serde_json::json!({"name": "billing", "consumed": false})).unwrap();
+    assert_eq!(g.status, queen_sdk::MessageStatus::Pending);
+    let g: queen_sdk::MessageGroup = serde_json::from_value(
+        serde_json::json!({"name": "billing", "status": "processing", "deliveryAttempts": 2}),
+    )
+    .unwrap();
+    assert_eq!((g.status, g.delivery_attempts), (queen_sdk::MessageStatus::Processing, 2));
+}

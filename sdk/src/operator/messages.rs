@@ -92,28 +92,67 @@ impl fmt::Display for MessageStatus {
 /// # }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(from = "MessageGroupWire")]
 #[non_exhaustive]
 pub struct MessageGroup {
     /// The group.
     pub name: String,
-    /// Where the message stands for it.
+    /// Where the message stands for it. Queen 2's engine answers only whether the group
+    /// consumed it (`consumed`): then [`MessageStatus::Completed`] or
+    /// [`MessageStatus::Pending`].
     pub status: MessageStatus,
     /// The group's cursor on the message's partition.
-    #[serde(default, deserialize_with = "de::opt_count")]
     pub cursor: Option<u64>,
     /// The lease the message is held under, while it is.
-    #[serde(default)]
     pub lease_id: Option<String>,
     /// When that lease ends (ISO-8601).
-    #[serde(default)]
     pub lease_expires_at: Option<String>,
     /// Times it was delivered to the group.
-    #[serde(default, deserialize_with = "de::count")]
     pub delivery_attempts: u64,
     /// `failed` acks the group gave it.
-    #[serde(default, deserialize_with = "de::count")]
     pub failures: u64,
+}
+
+/// [`MessageGroup`] as brokers send it: a `status`, or (Queen 2's engine) a `consumed`
+/// flag.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MessageGroupWire {
+    name: String,
+    #[serde(default)]
+    status: Option<MessageStatus>,
+    #[serde(default)]
+    consumed: Option<bool>,
+    #[serde(default, deserialize_with = "de::opt_count")]
+    cursor: Option<u64>,
+    #[serde(default)]
+    lease_id: Option<String>,
+    #[serde(default)]
+    lease_expires_at: Option<String>,
+    #[serde(default, deserialize_with = "de::count")]
+    delivery_attempts: u64,
+    #[serde(default, deserialize_with = "de::count")]
+    failures: u64,
+}
+
+impl From<MessageGroupWire> for MessageGroup {
+    fn from(w: MessageGroupWire) -> Self {
+        let status = match (w.status, w.consumed) {
+            (Some(s), _) => s,
+            (None, Some(true)) => MessageStatus::Completed,
+            (None, Some(false)) => MessageStatus::Pending,
+            (None, None) => MessageStatus::Other(String::new()),
+        };
+        MessageGroup {
+            name: w.name,
+            status,
+            cursor: w.cursor,
+            lease_id: w.lease_id,
+            lease_expires_at: w.lease_expires_at,
+            delivery_attempts: w.delivery_attempts,
+            failures: w.failures,
+        }
+    }
 }
 
 /// One message with its payload and where it stands ([`Client::message`]).
