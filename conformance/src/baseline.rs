@@ -298,10 +298,14 @@ pub fn normalize(reason: &str) -> String {
     while i < c.len() {
         // Only at the start of a word: "abc123456" is not a number to mask.
         let boundary = i == 0 || !c[i - 1].is_ascii_alphanumeric();
-        if boundary && c[i..].starts_with(&['c', 'f', '-']) && run(i + 3, &hex) == 10 {
-            out.push_str("cf-<run>");
-            i += 13;
-            continue;
+        if boundary && c[i..].starts_with(&['c', 'f', '-']) {
+            // Whole, or cut at the reason's length limit.
+            let n = run(i + 3, &hex);
+            if n == 10 || (n > 0 && i + 3 + n == c.len()) {
+                out.push_str("cf-<run>");
+                i += 3 + n;
+                continue;
+            }
         }
         if boundary {
             // A hyphenated UUID: 8-4-4-4-12.
@@ -709,6 +713,7 @@ mod tests {
         // first group.
         assert_eq!(normalize("id \"01a246cb-b542-7000-a071-"), "id \"<uuid>");
         assert_eq!(normalize("id 01a246cb-b636-7000-90b2-83656a7386"), "id <uuid>");
+        assert_eq!(normalize("queue \"cf-aaa1ede7"), "queue \"cf-<run>");
         assert_ne!(normalize("HTTP 200"), normalize("HTTP 400"));
     }
 
