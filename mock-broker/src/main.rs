@@ -86,7 +86,8 @@ const FLAGS: &[Flag] = &[
         value: Some("SECRET"),
         default: None,
         help: "Turn authentication on and accept HS256 JWTs signed with this secret \
-               (claims role or roles, tenant, sub, exp).",
+               (claims role or roles, tenant, sub, exp): at least 32 bytes, or the broker \
+               does not start (`openssl rand -hex 32` makes one).",
     },
     Flag {
         name: "jwt-default-tenant",
@@ -413,6 +414,10 @@ async fn serve(args: Args) -> ExitCode {
             None => Auth::new(),
         };
         if let Some(secret) = &args.jwt_secret {
+            if let Err(e) = strong_enough(secret) {
+                eprintln!("queen-mock-broker: {e}");
+                return ExitCode::from(2);
+            }
             auth = auth
                 .jwt_secret(secret.as_bytes().to_vec())
                 .jwt_require_exp(args.jwt_require_exp);
@@ -443,6 +448,24 @@ async fn serve(args: Args) -> ExitCode {
     broker.shutdown().await;
     tracing::info!("stopped");
     ExitCode::SUCCESS
+}
+
+/// Fewest bytes of a JWT secret: HS256's key is as strong as its secret, and a short
+/// one is found offline from any token it signed (RFC 7518 3.2 asks for at least the
+/// hash's 256 bits).
+const MIN_JWT_SECRET_BYTES: usize = 32;
+
+/// Refuses a JWT secret under [`MIN_JWT_SECRET_BYTES`], saying how long it is and how
+/// to make one, never what it is (it may be a real secret, one character short).
+fn strong_enough(secret: &str) -> Result<(), String> {
+    if secret.len() >= MIN_JWT_SECRET_BYTES {
+        return Ok(());
+    }
+    Err(format!(
+        "the JWT secret (`--jwt-secret` or QUEEN_JWT_SECRET) is {} bytes; HS256 needs at \
+         least {MIN_JWT_SECRET_BYTES} (make one with `openssl rand -hex 32`)",
+        secret.len()
+    ))
 }
 
 /// Why the broker did not start, in one line, with the way out.
@@ -596,6 +619,15 @@ mod tests {
             }
         }
         assert!(text.lines().all(|l| l.len() <= 80), "{text}");
+    }
+
+    #[test]
+    fn a_jwt_secret_under_32_bytes_is_refused_without_echoing_it() {
+        let e = strong_enough("hunter2").unwrap_err();
+        assert!(e.contains("is 7 bytes") && e.contains("at least 32"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+        assert!(strong_enough(&"k".repeat(31)).is_err());
+        assert!(strong_enough(&"k".repeat(32)).is_ok());
     }
 
     #[test]

@@ -877,7 +877,7 @@ fn wire_exchange(addr: &str, request: &[u8], wait: Duration) -> Option<(u16, Vec
 /// echo '{"fuzz-admin": {"role": "admin", "tenant": "fuzz", "sub": "fuzzer"},
 ///        "fuzz-reader": {"role": "read-only", "tenant": "fuzz"}}' > /tmp/fuzz-tokens.json
 /// cargo run --release -p queen-mock-broker -- --in-memory --listen 127.0.0.1:6699 \
-///     --token-file /tmp/fuzz-tokens.json --jwt-secret fuzz-jwt-secret &
+///     --token-file /tmp/fuzz-tokens.json --jwt-secret fuzz-jwt-secret-of-32-bytes-or-more &
 /// QUEEN_REPLAY_URL=127.0.0.1:6699 cargo test -p queen-mock-broker --test parsers replay -- --ignored --nocapture
 /// cargo run --release -p queen-conformance -- --url http://127.0.0.1:6699 --token fuzz-admin
 /// ```

@@ -601,6 +601,16 @@ async fn process_figures_are_for_admins_only() {
                 !admin,
                 "{token} {path}: {worker}"
             );
+            // The host's name and the process id tell where the broker runs: an
+            // operator's business, not a tenant's.
+            for detail in ["hostname", "workerId"] {
+                assert_eq!(
+                    worker[detail].is_string(),
+                    admin,
+                    "{token} {path}: {worker}"
+                );
+                assert_eq!(worker[detail].is_null(), !admin, "{token} {path}: {worker}");
+            }
         }
         let sys = call(
             &http,
