@@ -11,8 +11,8 @@ use tokio::task::JoinHandle;
 
 use crate::auth::Auth;
 use crate::clock::{Clock, ManualClock, SystemClock};
-use crate::engine::Engine;
 use crate::engine::writer::{StatsSnapshot, WriteMode, WriterThread};
+use crate::engine::{Engine, Limits};
 use crate::harness::{Faults, FaultyBackend, Harness, Inspector, RequestLog, StorageFaults};
 use crate::http::serve::ServeOptions;
 use crate::store;
@@ -101,6 +101,7 @@ pub struct MockBrokerBuilder {
     checkpoint_every: Duration,
     write_mode: WriteMode,
     console: bool,
+    limits: Limits,
 }
 
 impl Default for MockBrokerBuilder {
@@ -120,6 +121,7 @@ impl Default for MockBrokerBuilder {
             checkpoint_every: store::wal::CHECKPOINT_EVERY,
             write_mode: WriteMode::Grouped,
             console: true,
+            limits: Limits::default(),
         }
     }
 }
@@ -463,6 +465,33 @@ impl MockBrokerBuilder {
         self
     }
 
+    /// The longest lease a call may take (default [`Limits::MAX_LEASE`], an hour): a
+    /// pop's `leaseSeconds` or its queue's `leaseTime`, a lease extension, a stream
+    /// claim or an ephemeral queue's lease asking for more gets this long (the
+    /// answer's `leaseExpiresAt` says so). The binary's `--max-lease`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use std::time::Duration;
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::builder().max_lease(Duration::from_secs(60)).start().await?;
+    /// assert_eq!(broker.engine().limits().max_lease, Duration::from_secs(60));
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn max_lease(mut self, d: Duration) -> Self {
+        self.limits.max_lease = d;
+        self
+    }
+
+    /// The longest a long-poll waits (default [`Limits::MAX_WAIT`], a minute): a pop
+    /// with `wait=true&timeout=...`, an ephemeral pop or a fetch asking for longer
+    /// answers (empty) after this long. The binary's `--max-wait`.
+    pub fn max_wait(mut self, d: Duration) -> Self {
+        self.limits.max_wait = d;
+        self
+    }
+
     /// Opens storage, binds, and starts serving (the timer scheduler included).
     ///
     /// ```
@@ -507,6 +536,7 @@ impl MockBrokerBuilder {
         let clock = self.clock.clone();
         let (engine, writer) =
             Engine::start_with(Arc::new(db), self.clock, self.storage_cap, self.write_mode);
+        engine.set_limits(self.limits);
         engine.spawn_scheduler();
         let harness = self.harness.then(Harness::default);
         let app = crate::http::router_with(

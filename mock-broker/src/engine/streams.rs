@@ -965,8 +965,13 @@ impl super::Engine {
     }
 
     /// Claims idle partitions for a stream's group.
-    pub async fn stream_claim(&self, tenant: &str, c: Claim) -> Result<ClaimOutcome, EngineError> {
+    pub async fn stream_claim(
+        &self,
+        tenant: &str,
+        mut c: Claim,
+    ) -> Result<ClaimOutcome, EngineError> {
         let tenant = tenant.to_string();
+        c.lease_seconds = c.lease_seconds.min(self.limits().max_lease_secs());
         self.shared
             .writer
             .submit(move |tx| Ok(claim(tx, &tenant, &c)?))
