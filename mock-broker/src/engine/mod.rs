@@ -474,7 +474,7 @@ impl Engine {
         fresh: bool,
         t: txn::Transaction,
     ) -> Result<txn::TxnOutcome, EngineError> {
-        let txn_id = ids::message_id();
+        let txn_id = ids::transaction_id();
         let t = Arc::new(t);
         let deadline = tokio::time::Instant::now() + TRANSACTION_DEADLINE;
         let mut look = !fresh;

@@ -407,7 +407,7 @@ pub fn register(tx: &mut Tx, tenant: &str, r: &Register) -> Result<Registered, E
     let Some(mut rec) = tx.get::<QueryRecord>(T::StreamQueries, &key)? else {
         tx.ensure_room()?;
         let rec = QueryRecord {
-            id: uuid::Uuid::now_v7().to_string(),
+            id: super::ids::query_id(),
             name: r.name.clone(),
             source_queue: r.source_queue.clone(),
             sink_queue: r.sink_queue.clone(),
