@@ -14,6 +14,7 @@ use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::engine::writer::{StatsSnapshot, WriteMode, WriterThread};
 use crate::engine::{Engine, Limits};
 use crate::harness::{Faults, FaultyBackend, Harness, Inspector, RequestLog, StorageFaults};
+use crate::http::browser::BrowserPolicy;
 use crate::http::serve::ServeOptions;
 use crate::store;
 use crate::store::wal::{self, Wal};
@@ -102,6 +103,7 @@ pub struct MockBrokerBuilder {
     write_mode: WriteMode,
     console: bool,
     limits: Limits,
+    browser: BrowserPolicy,
 }
 
 impl Default for MockBrokerBuilder {
@@ -122,6 +124,7 @@ impl Default for MockBrokerBuilder {
             write_mode: WriteMode::Grouped,
             console: true,
             limits: Limits::default(),
+            browser: BrowserPolicy::default(),
         }
     }
 }
@@ -492,6 +495,43 @@ impl MockBrokerBuilder {
         self
     }
 
+    /// Lets pages of `origin` (`http://localhost:3000`, as a browser sends it in
+    /// `Origin`; `*` for any page) call the API, with CORS answers; call it once per
+    /// origin. Without it, a request from a browser page that is not the broker's own
+    /// (the console) is refused, 403 `origin_not_allowed` (SECURITY.md). The binary's
+    /// `--allow-origin`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::builder().allow_origin("http://localhost:3000").start().await?;
+    /// let http = reqwest::Client::new();
+    /// let ask = |origin: &'static str| {
+    ///     http.get(format!("{}/api/v1/resources/queues", broker.url()))
+    ///         .header("origin", origin)
+    ///         .send()
+    /// };
+    /// assert_eq!(ask("http://localhost:3000").await?.status(), 200);
+    /// assert_eq!(ask("http://attacker.example").await?.status(), 403);
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn allow_origin(mut self, origin: &str) -> Self {
+        self.browser = self.browser.allow_origin(origin);
+        self
+    }
+
+    /// Answers requests naming `host` (`queen.internal`; without a port) while the
+    /// broker listens on a loopback address, where by default only loopback names
+    /// (`localhost`, `127.x.y.z`, `[::1]`) are answered and any other `Host` is refused,
+    /// 403 `host_not_allowed` (a name rebound to 127.0.0.1 by its owner's DNS would
+    /// otherwise make their page same-origin with the broker). The binary's
+    /// `--allow-host`.
+    pub fn allow_host(mut self, host: &str) -> Self {
+        self.browser = self.browser.allow_host(host);
+        self
+    }
+
     /// Opens storage, binds, and starts serving (the timer scheduler included).
     ///
     /// ```
@@ -544,6 +584,7 @@ impl MockBrokerBuilder {
             self.auth.clone(),
             harness.clone(),
             self.console,
+            self.browser.clone().listening_on(addr.ip()),
         )
         // A body must arrive whole within the same bound as a head: a client that
         // trickles bytes cannot hold a connection and a buffer for ever.
