@@ -144,7 +144,8 @@ const FLAGS: &[Flag] = &[
         default: Some("64MiB"),
         repeatable: false,
         help: "Most bytes of database pages kept in memory (suffixes as for --storage-cap): \
-               the bound on the broker's resident memory whatever it stores.",
+               what stored data costs in resident memory, however much is stored (answers \
+               being built, such as a large fetch, come on top).",
     },
     Flag {
         name: "checkpoint-ms",
