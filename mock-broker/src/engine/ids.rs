@@ -6,16 +6,22 @@
 //! counter, +1 per id within a millisecond: the gap between two of one tenant's ids
 //! was then exactly 1 + the ids minted for everyone else in between, a count of
 //! another tenant's pushes, pops and transactions. Here those 74 bits are random for
-//! message, lease and transaction ids ([`message_id`], [`lease_id`],
-//! [`transaction_id`]): two ids of one millisecond are unordered, and nothing relies on
-//! their order (a partition's order is its offsets, the key of its messages; the dead
-//! letters' order is a per-tenant sequence; the transaction log's is its ring).
+//! lease, transaction, query and request ids ([`lease_id`], [`transaction_id`],
+//! [`query_id`]): two of one millisecond are unordered, and nothing relies on their
+//! order.
 //!
-//! Trace ids are the one id whose order is kept: a trace's key ends with it, and a
-//! message's traces, like a name's, are read oldest first by key
-//! ([`super::traces`]). They come from [`TraceIds`], in the writer's memory: per
-//! tenant, each id is above that tenant's previous one (within a millisecond by a
-//! random step), so the order holds and the gaps count only the tenant's own traces.
+//! Two ids keep an order, each within its own scope, by a random step from the scope's
+//! previous id ([`Stepped`], in the writer's memory), so their gaps count only the
+//! scope's own ids:
+//!
+//! - message ids, per partition ([`MessageIds`]): a partition's messages sort by id in
+//!   offset order, as clients rely on (the official Rust client's stream runner takes
+//!   the greatest id of a batch for its last message). The broker itself orders by
+//!   offset, the key of its messages; when the memory is fresh the partition's last
+//!   stored message gives the floor, so the order holds across restarts;
+//! - trace ids, per tenant ([`TraceIds`]): a trace's key ends with its id, and a
+//!   message's traces, like a name's, are read oldest first by key
+//!   ([`super::traces`]).
 
 use std::collections::HashMap;
 
@@ -73,25 +79,46 @@ fn join(ms: u64, r: u128) -> Uuid {
     Uuid::from_u128((u128::from(ms) << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b)
 }
 
-/// Tenants whose last trace id is remembered; past it the memory starts afresh (a
-/// tenant's next id is then ordered by its millisecond alone, as after a restart).
-const REMEMBERED: usize = 4096;
+/// Keys whose last id a [`Stepped`] minter remembers; past it the memory starts
+/// afresh (a key's next id then starts from its floor, see [`Stepped::next`]).
+const REMEMBERED: usize = 65_536;
 
-/// Each tenant's last trace id, for ids that sort in the order they were minted within
-/// the tenant, without a counter shared between tenants. Kept in the writer's memory
-/// (`Tx::with_memory`): trace ids are minted there, one command at a time.
-#[derive(Default)]
-pub struct TraceIds {
-    last: HashMap<String, (u64, u128)>,
+/// Ids that sort in the order they were minted under one key (a tenant, a partition),
+/// without a counter shared between keys: a fresh random id in a new millisecond, else
+/// the key's previous id plus a random step of 1 to 2^32. Kept in the writer's memory
+/// (`Tx::with_memory`), where these ids are minted one command at a time.
+pub struct Stepped<K> {
+    last: HashMap<K, (u64, u128)>,
 }
 
-impl TraceIds {
-    /// A new trace id for `tenant`, above its previous one: a fresh random id in a new
-    /// millisecond, else the previous one plus a random step of 1 to 2^32.
-    pub fn next(&mut self, tenant: &str) -> String {
+impl<K> Default for Stepped<K> {
+    fn default() -> Self {
+        Stepped {
+            last: HashMap::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq> Stepped<K> {
+    /// Whether an id of `key` is remembered (else [`Stepped::next`] asks its floor).
+    pub fn knows(&self, key: &K) -> bool {
+        self.last.contains_key(key)
+    }
+
+    /// A new id for `key`, above its previous one, and above `floor` (the last id
+    /// stored under the key, read only when the memory does not hold one: after a
+    /// start, a reopen or a failed batch) when it gives one.
+    pub fn next(&mut self, key: K, floor: impl FnOnce() -> Option<String>) -> String {
         let fresh = split(random_v7());
-        let next = match self.last.get(tenant) {
-            Some(&(ms, r)) if fresh.0 <= ms => {
+        let before = match self.last.get(&key) {
+            Some(&last) => Some(last),
+            None => floor()
+                .and_then(|id| Uuid::parse_str(&id).ok())
+                .filter(|u| u.get_version_num() == 7)
+                .map(split),
+        };
+        let next = match before {
+            Some((ms, r)) if fresh.0 <= ms => {
                 let step = 1 + u128::from(rand_step());
                 match r.checked_add(step).filter(|n| *n < 1 << RANDOM_BITS) {
                     Some(n) => (ms, n),
@@ -101,15 +128,23 @@ impl TraceIds {
             }
             _ => fresh,
         };
-        if self.last.len() >= REMEMBERED && !self.last.contains_key(tenant) {
+        if self.last.len() >= REMEMBERED && !self.last.contains_key(&key) {
             self.last.clear();
         }
-        self.last.insert(tenant.to_string(), next);
+        self.last.insert(key, next);
         join(next.0, next.1).to_string()
     }
 }
 
-/// A random step for [`TraceIds`].
+/// Trace ids, stepped per tenant.
+pub type TraceIds = Stepped<String>;
+
+/// Message ids, stepped per partition (tenant, partition id): a partition's messages
+/// sort by id in offset order, as clients that take the greatest id of a batch for its
+/// last message rely on (the official Rust client's stream runner).
+pub type MessageIds = Stepped<(String, u64)>;
+
+/// A random step for [`Stepped`].
 fn rand_step() -> u32 {
     (Uuid::new_v4().as_u128() & u128::from(u32::MAX)) as u32
 }
@@ -178,12 +213,12 @@ mod tests {
     #[test]
     fn trace_ids_sort_as_minted_within_a_tenant_and_apart_from_the_others() {
         let mut ids = TraceIds::default();
-        let mut last = ids.next("a");
+        let mut last = ids.next("a".to_string(), || None);
         for i in 0..20_000 {
             for _ in 0..(i % 5) {
-                ids.next("b");
+                ids.next("b".to_string(), || None);
             }
-            let next = ids.next("a");
+            let next = ids.next("a".to_string(), || None);
             assert!(next > last, "{next} after {last}");
             let ((ms1, r1), (ms2, r2)) = (parts(&last), parts(&next));
             if ms1 == ms2 {

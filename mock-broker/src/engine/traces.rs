@@ -145,7 +145,7 @@ pub fn record(tx: &mut Tx, tenant: &str, t: &NewTrace) -> Result<Recorded, Store
     if tx.get::<TxnRef>(T::TxnIndex, &idx)?.is_none() {
         return Ok(Recorded::NoMessage);
     }
-    let id = tx.with_memory(|t: &mut ids::TraceIds| t.next(tenant));
+    let id = tx.with_memory(|t: &mut ids::TraceIds| t.next(tenant.to_string(), || None));
     let mut names = t.names.clone();
     names.sort();
     names.dedup();
