@@ -137,7 +137,7 @@ impl BrowserPolicy {
         if bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()) {
             return true;
         }
-        self.hosts.iter().any(|h| *h == name)
+        self.hosts.contains(&name)
     }
 
     /// The CORS answer to an allowed origin's preflight, or its refusal; `None` for a

@@ -143,6 +143,10 @@ async fn admit_checked(s: &AppState, req: Request, next: Next) -> Response {
     if s.engine.is_closing() {
         return closing();
     }
+    // First, as it reads nothing: a body declared over the limit is not drained.
+    if let Some(refused) = declared_too_large(&req) {
+        return refused;
+    }
     if let Some(preflight) = s.browser.preflight(req.method(), req.headers()) {
         return preflight;
     }
@@ -151,9 +155,6 @@ async fn admit_checked(s: &AppState, req: Request, next: Next) -> Response {
         .check(req.method(), req.uri().path(), req.headers())
     {
         return drain_then(req, refused).await;
-    }
-    if let Some(refused) = declared_too_large(&req) {
-        return refused;
     }
     let mut req = match untyped_body(req).await {
         Ok(req) => req,
