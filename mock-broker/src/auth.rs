@@ -270,6 +270,18 @@ fn time_claim(claims: &Value, name: &str) -> Result<Option<i64>, Denied> {
     }
 }
 
+/// Refuses a JWT whose claims text (the signed middle part, already verified) is not
+/// portable JSON: above all, one that gives a key twice.
+fn check_claims_text(token: &str) -> Result<(), Denied> {
+    use base64::Engine as _;
+    let claims = token.split('.').nth(1).unwrap_or_default();
+    let text = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(claims.trim_end_matches('='))
+        .map_err(|_| bad("the claims are not base64url"))?;
+    crate::portable::check(&text)
+        .map_err(|e| bad(&format!("the claims are not portable JSON ({e})")))
+}
+
 /// Verifies an HS256 JWT with the `jsonwebtoken` crate (signature, algorithm, shape)
 /// and checks `exp` and `nbf` against `now`, the broker's clock rather than the system
 /// clock the crate would read, so a test's manual clock governs expiry too. The leeway
@@ -285,6 +297,9 @@ fn verify_jwt(token: &str, secret: &[u8], auth: &Auth, now: i64) -> Result<Ident
     let claims = decode::<Value>(token, &key, &v)
         .map_err(|e| jwt_refusal(&e))?
         .claims;
+    // serde keeps the last of a key given twice: `role: read-only` then `role: admin`
+    // would be admin. A claims text that is not portable JSON is refused instead.
+    check_claims_text(token)?;
     let exp = time_claim(&claims, "exp")?;
     if exp.is_none() && auth.jwt_require_exp {
         return Err(bad("no exp claim (the broker requires one)"));
@@ -443,6 +458,42 @@ mod tests {
             auth.authenticate(Some(&format!("Bearer {no_role}")), 0)
                 .is_err()
         );
+    }
+
+    /// A claims text with a key twice: `jsonwebtoken` (serde) keeps the last value, so
+    /// `role: read-only` then `role: admin` read as admin. The broker refuses such a
+    /// token (401) rather than choose one of the two.
+    #[test]
+    fn a_jwt_with_a_duplicated_claim_key_is_refused() {
+        let signed = |claims: &str| {
+            let head = B64URL.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
+            let body = B64URL.encode(claims);
+            let key = jsonwebtoken::EncodingKey::from_secret(b"secret").unwrap();
+            let sig = jsonwebtoken::crypto::sign(
+                format!("{head}.{body}").as_bytes(),
+                &key,
+                jsonwebtoken::Algorithm::HS256,
+            )
+            .unwrap();
+            format!("Bearer {head}.{body}.{sig}")
+        };
+        let auth = Auth::new().jwt_secret(b"secret".to_vec());
+        let once = signed(r#"{"role": "read-only", "tenant": "t"}"#);
+        assert_eq!(
+            auth.authenticate(Some(&once), 0).unwrap().role,
+            Role::ReadOnly
+        );
+        for claims in [
+            r#"{"role": "read-only", "tenant": "t", "role": "admin"}"#,
+            r#"{"role": "admin", "tenant": "t", "tenant": "other"}"#,
+            r#"{"role": "admin", "tenant": "t", "x": {"a": 1, "a": 2}}"#,
+        ] {
+            let err = auth.authenticate(Some(&signed(claims)), 0).unwrap_err();
+            assert!(
+                matches!(&err, Denied::Unauthenticated(m) if m.contains("duplicate")),
+                "{claims}: {err:?}"
+            );
+        }
     }
 
     #[test]

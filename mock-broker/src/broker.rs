@@ -11,9 +11,10 @@ use tokio::task::JoinHandle;
 
 use crate::auth::Auth;
 use crate::clock::{Clock, ManualClock, SystemClock};
-use crate::engine::Engine;
 use crate::engine::writer::{StatsSnapshot, WriteMode, WriterThread};
+use crate::engine::{Engine, Limits};
 use crate::harness::{Faults, FaultyBackend, Harness, Inspector, RequestLog, StorageFaults};
+use crate::http::browser::BrowserPolicy;
 use crate::http::serve::ServeOptions;
 use crate::store;
 use crate::store::wal::{self, Wal};
@@ -101,6 +102,8 @@ pub struct MockBrokerBuilder {
     checkpoint_every: Duration,
     write_mode: WriteMode,
     console: bool,
+    limits: Limits,
+    browser: BrowserPolicy,
 }
 
 impl Default for MockBrokerBuilder {
@@ -120,6 +123,8 @@ impl Default for MockBrokerBuilder {
             checkpoint_every: store::wal::CHECKPOINT_EVERY,
             write_mode: WriteMode::Grouped,
             console: true,
+            limits: Limits::default(),
+            browser: BrowserPolicy::default(),
         }
     }
 }
@@ -463,6 +468,70 @@ impl MockBrokerBuilder {
         self
     }
 
+    /// The longest lease a call may take (default [`Limits::MAX_LEASE`], an hour): a
+    /// pop's `leaseSeconds` or its queue's `leaseTime`, a lease extension, a stream
+    /// claim or an ephemeral queue's lease asking for more gets this long (the
+    /// answer's `leaseExpiresAt` says so). The binary's `--max-lease`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use std::time::Duration;
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::builder().max_lease(Duration::from_secs(60)).start().await?;
+    /// assert_eq!(broker.engine().limits().max_lease, Duration::from_secs(60));
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn max_lease(mut self, d: Duration) -> Self {
+        self.limits.max_lease = d;
+        self
+    }
+
+    /// The longest a long-poll waits (default [`Limits::MAX_WAIT`], a minute): a pop
+    /// with `wait=true&timeout=...`, an ephemeral pop or a fetch asking for longer
+    /// answers (empty) after this long. The binary's `--max-wait`.
+    pub fn max_wait(mut self, d: Duration) -> Self {
+        self.limits.max_wait = d;
+        self
+    }
+
+    /// Lets pages of `origin` (`http://localhost:3000`, as a browser sends it in
+    /// `Origin`; `*` for any page) call the API, with CORS answers; call it once per
+    /// origin. Without it, a request from a browser page that is not the broker's own
+    /// (the console) is refused, 403 `origin_not_allowed` (SECURITY.md). The binary's
+    /// `--allow-origin`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::builder().allow_origin("http://localhost:3000").start().await?;
+    /// let http = reqwest::Client::new();
+    /// let ask = |origin: &'static str| {
+    ///     http.get(format!("{}/api/v1/resources/queues", broker.url()))
+    ///         .header("origin", origin)
+    ///         .send()
+    /// };
+    /// assert_eq!(ask("http://localhost:3000").await?.status(), 200);
+    /// assert_eq!(ask("http://attacker.example").await?.status(), 403);
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn allow_origin(mut self, origin: &str) -> Self {
+        self.browser = self.browser.allow_origin(origin);
+        self
+    }
+
+    /// Answers requests naming `host` (`queen.internal`; without a port) while the
+    /// broker listens on a loopback address, where by default only loopback names
+    /// (`localhost`, `127.x.y.z`, `[::1]`) are answered and any other `Host` is refused,
+    /// 403 `host_not_allowed` (a name rebound to 127.0.0.1 by its owner's DNS would
+    /// otherwise make their page same-origin with the broker). The binary's
+    /// `--allow-host`.
+    pub fn allow_host(mut self, host: &str) -> Self {
+        self.browser = self.browser.allow_host(host);
+        self
+    }
+
     /// Opens storage, binds, and starts serving (the timer scheduler included).
     ///
     /// ```
@@ -507,6 +576,7 @@ impl MockBrokerBuilder {
         let clock = self.clock.clone();
         let (engine, writer) =
             Engine::start_with(Arc::new(db), self.clock, self.storage_cap, self.write_mode);
+        engine.set_limits(self.limits);
         engine.spawn_scheduler();
         let harness = self.harness.then(Harness::default);
         let app = crate::http::router_with(
@@ -514,6 +584,7 @@ impl MockBrokerBuilder {
             self.auth.clone(),
             harness.clone(),
             self.console,
+            self.browser.clone().listening_on(addr.ip()),
         )
         // A body must arrive whole within the same bound as a head: a client that
         // trickles bytes cannot hold a connection and a buffer for ever.

@@ -55,6 +55,7 @@ pub mod engine;
 pub mod error;
 pub mod harness;
 pub mod http;
+mod portable;
 pub mod store;
 
 pub use broker::{MockBroker, MockBrokerBuilder, StartError, Storage};

@@ -38,6 +38,8 @@ struct Flag {
     value: Option<&'static str>,
     default: Option<&'static str>,
     help: &'static str,
+    /// Given more than once, its values add up (joined by commas, as a comma list).
+    repeatable: bool,
 }
 
 const FLAGS: &[Flag] = &[
@@ -46,6 +48,7 @@ const FLAGS: &[Flag] = &[
         env: Some("QUEEN_LISTEN"),
         value: Some("ADDR"),
         default: Some("127.0.0.1:6632"),
+        repeatable: false,
         help: "Address to listen on.",
     },
     Flag {
@@ -53,6 +56,7 @@ const FLAGS: &[Flag] = &[
         env: Some("QUEEN_DATA"),
         value: Some("PATH"),
         default: Some("./queen-data/queen.redb"),
+        repeatable: false,
         help: "The redb file holding all data (created, with its folder, if missing); its \
                write-ahead log is `<data>.wal` beside it, part of the database.",
     },
@@ -61,6 +65,7 @@ const FLAGS: &[Flag] = &[
         env: None,
         value: None,
         default: None,
+        repeatable: false,
         help: "Keep everything in memory and lose it on exit (ignores --data).",
     },
     Flag {
@@ -68,6 +73,7 @@ const FLAGS: &[Flag] = &[
         env: None,
         value: None,
         default: None,
+        repeatable: false,
         help: "Do not serve the web console (at /console, the page that shows queues, \
                messages, dead letters, KV, timers and transactions through the API).",
     },
@@ -76,6 +82,7 @@ const FLAGS: &[Flag] = &[
         env: Some("QUEEN_TOKEN_FILE"),
         value: Some("PATH"),
         default: None,
+        repeatable: false,
         help: "Turn authentication on with this token file: a JSON object mapping each \
                bearer token to {\"role\": \"read-only|read-write|admin\", \"tenant\": \"...\", \
                \"sub\": \"...\"}.",
@@ -85,14 +92,17 @@ const FLAGS: &[Flag] = &[
         env: Some("QUEEN_JWT_SECRET"),
         value: Some("SECRET"),
         default: None,
+        repeatable: false,
         help: "Turn authentication on and accept HS256 JWTs signed with this secret \
-               (claims role or roles, tenant, sub, exp).",
+               (claims role or roles, tenant, sub, exp): at least 32 bytes, or the broker \
+               does not start (`openssl rand -hex 32` makes one).",
     },
     Flag {
         name: "jwt-default-tenant",
         env: Some("QUEEN_JWT_DEFAULT_TENANT"),
         value: Some("NAME"),
         default: None,
+        repeatable: false,
         help: "The tenant of a JWT that carries no `tenant` claim. Unset (the default), such \
                a token is refused with 401: a credential joins a tenant only by saying so, \
                or by the operator's choice here. A `tenant` that is not a string is refused \
@@ -103,6 +113,7 @@ const FLAGS: &[Flag] = &[
         env: Some("QUEEN_JWT_REQUIRE_EXP"),
         value: Some("BOOL"),
         default: Some("true"),
+        repeatable: false,
         help: "Refuse JWTs without an `exp` claim (401), so every token expires: `true` or \
                `false`. It applies only with --jwt-secret.",
     },
@@ -111,6 +122,7 @@ const FLAGS: &[Flag] = &[
         env: Some("QUEEN_STORAGE_CAP"),
         value: Some("SIZE"),
         default: None,
+        repeatable: false,
         help: "Cap on stored data, in bytes of keys and values (suffixes K, M, G and KiB, \
                MiB, GiB accepted). At the cap, pushes, KV writes and timers answer 507 \
                `storage_full`; reads, pops, acks and deletes go on. No cap by default.",
@@ -120,6 +132,7 @@ const FLAGS: &[Flag] = &[
         env: Some("QUEEN_STORAGE_RESERVE"),
         value: Some("SIZE"),
         default: Some("32MiB"),
+        repeatable: false,
         help: "Disk held back for a full disk (suffixes as for --storage-cap), as a file \
                beside the data file: when the disk fills, it is given back so pops, acks and \
                deletes go on while writes that add data answer 507; 0 turns it off.",
@@ -129,14 +142,17 @@ const FLAGS: &[Flag] = &[
         env: Some("QUEEN_CACHE_SIZE"),
         value: Some("SIZE"),
         default: Some("64MiB"),
+        repeatable: false,
         help: "Most bytes of database pages kept in memory (suffixes as for --storage-cap): \
-               the bound on the broker's resident memory whatever it stores.",
+               what stored data costs in resident memory, however much is stored (answers \
+               being built, such as a large fetch, come on top).",
     },
     Flag {
         name: "checkpoint-ms",
         env: Some("QUEEN_CHECKPOINT_MS"),
         value: Some("MS"),
         default: Some("10000"),
+        repeatable: false,
         help: "Longest time, in milliseconds, between checkpoints: durable commits of the \
                data file that make the write-ahead log's records part of it (every write is \
                durable in the log first). Rarer ones stall writes less often but for longer; \
@@ -147,6 +163,7 @@ const FLAGS: &[Flag] = &[
         env: Some("QUEEN_MAX_CONNECTIONS"),
         value: Some("N"),
         default: Some("4096"),
+        repeatable: false,
         help: "Most connections served at once; more wait in the kernel's backlog.",
     },
     Flag {
@@ -154,6 +171,7 @@ const FLAGS: &[Flag] = &[
         env: Some("QUEEN_HEADER_TIMEOUT"),
         value: Some("S"),
         default: Some("60"),
+        repeatable: false,
         help: "Seconds a client may take to send a request's head (or to start its next \
                request on a kept-alive connection) before the connection is closed.",
     },
@@ -162,14 +180,58 @@ const FLAGS: &[Flag] = &[
         env: Some("QUEEN_DRAIN"),
         value: Some("S"),
         default: Some("0"),
+        repeatable: false,
         help: "Seconds to keep answering 503 `retry` after SIGTERM or Ctrl-C before closing \
                the port, so load balancers and clients move away first.",
+    },
+    Flag {
+        name: "allow-origin",
+        env: Some("QUEEN_ALLOW_ORIGIN"),
+        value: Some("ORIGIN"),
+        default: None,
+        repeatable: true,
+        help: "Let web pages of this origin (`http://localhost:3000`, as a browser sends it; \
+               `*` for any) call the API, with CORS answers. Repeat it, or give a comma \
+               list. Without it a request from a page of another origin than the \
+               broker's own (the console) is refused, 403.",
+    },
+    Flag {
+        name: "allow-host",
+        env: Some("QUEEN_ALLOW_HOST"),
+        value: Some("NAME"),
+        default: None,
+        repeatable: true,
+        help: "Answer requests naming this host (`queen.internal`, no port) while \
+               listening on a loopback address, where only loopback names (localhost, \
+               127.x.y.z, [::1]) are answered by default and any other Host is refused, \
+               403 (DNS rebinding). Repeat it, or give a comma list.",
+    },
+    Flag {
+        name: "max-lease",
+        env: Some("QUEEN_MAX_LEASE"),
+        value: Some("DURATION"),
+        default: Some("1h"),
+        repeatable: false,
+        help: "Longest lease a call may take (`90s`, `30m`, `2h`; a bare number is \
+               seconds): a pop's leaseSeconds or its queue's leaseTime, a lease \
+               extension or a stream claim asking for more gets this long.",
+    },
+    Flag {
+        name: "max-wait",
+        env: Some("QUEEN_MAX_WAIT"),
+        value: Some("DURATION"),
+        default: Some("60s"),
+        repeatable: false,
+        help: "Longest a long-poll waits (`500ms`, `30s`; a bare number is seconds): a \
+               pop, ephemeral pop or fetch asking to wait longer answers (empty) after \
+               this long.",
     },
     Flag {
         name: "log",
         env: Some("QUEEN_LOG"),
         value: Some("FILTER"),
         default: Some("info"),
+        repeatable: false,
         help: "Log filter: a level (`info`) or comma-separated `target=level` directives \
                (`queen_mock_broker=debug,info`); RUST_LOG, when set, wins.",
     },
@@ -194,6 +256,10 @@ struct Args {
     max_connections: usize,
     header_timeout_secs: u64,
     drain_secs: u64,
+    allow_origins: Vec<String>,
+    allow_hosts: Vec<String>,
+    max_lease: Duration,
+    max_wait: Duration,
     log: String,
 }
 
@@ -239,8 +305,15 @@ impl Args {
                         .ok_or_else(|| format!("`--{name}` needs a value <{v}>"))?,
                 ),
             };
-            if given.insert(flag.name, value).is_some() {
-                return Err(format!("`--{name}` is given more than once"));
+            match given.get_mut(flag.name) {
+                Some(Some(before)) if flag.repeatable => {
+                    before.push(',');
+                    before.push_str(value.as_deref().unwrap_or_default());
+                }
+                Some(_) => return Err(format!("`--{name}` is given more than once")),
+                None => {
+                    given.insert(flag.name, value);
+                }
             }
         }
         // The command line, else the flag's environment variable, else its default.
@@ -294,6 +367,10 @@ impl Args {
                 .expect("a default"),
             header_timeout_secs: required("header-timeout-secs", from_str)?,
             drain_secs: required("drain-secs", from_str)?,
+            allow_origins: list(text("allow-origin")),
+            allow_hosts: list(text("allow-host")),
+            max_lease: typed("max-lease", text("max-lease"), parse_duration)?.expect("a default"),
+            max_wait: typed("max-wait", text("max-wait"), parse_duration)?.expect("a default"),
             log: text("log").expect("a default"),
         })))
     }
@@ -386,7 +463,15 @@ async fn serve(args: Args) -> ExitCode {
         .max_connections(args.max_connections)
         .header_read_timeout(Duration::from_secs(args.header_timeout_secs))
         .drain_period(Duration::from_secs(args.drain_secs))
-        .console(!args.no_console);
+        .console(!args.no_console)
+        .max_lease(args.max_lease)
+        .max_wait(args.max_wait);
+    for origin in &args.allow_origins {
+        builder = builder.allow_origin(origin);
+    }
+    for host in &args.allow_hosts {
+        builder = builder.allow_host(host);
+    }
     if args.in_memory {
         tracing::info!("in-memory mode: nothing is kept after exit");
     } else {
@@ -413,6 +498,10 @@ async fn serve(args: Args) -> ExitCode {
             None => Auth::new(),
         };
         if let Some(secret) = &args.jwt_secret {
+            if let Err(e) = strong_enough(secret) {
+                eprintln!("queen-mock-broker: {e}");
+                return ExitCode::from(2);
+            }
             auth = auth
                 .jwt_secret(secret.as_bytes().to_vec())
                 .jwt_require_exp(args.jwt_require_exp);
@@ -445,6 +534,24 @@ async fn serve(args: Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Fewest bytes of a JWT secret: HS256's key is as strong as its secret, and a short
+/// one is found offline from any token it signed (RFC 7518 3.2 asks for at least the
+/// hash's 256 bits).
+const MIN_JWT_SECRET_BYTES: usize = 32;
+
+/// Refuses a JWT secret under [`MIN_JWT_SECRET_BYTES`], saying how long it is and how
+/// to make one, never what it is (it may be a real secret, one character short).
+fn strong_enough(secret: &str) -> Result<(), String> {
+    if secret.len() >= MIN_JWT_SECRET_BYTES {
+        return Ok(());
+    }
+    Err(format!(
+        "the JWT secret (`--jwt-secret` or QUEEN_JWT_SECRET) is {} bytes; HS256 needs at \
+         least {MIN_JWT_SECRET_BYTES} (make one with `openssl rand -hex 32`)",
+        secret.len()
+    ))
+}
+
 /// Why the broker did not start, in one line, with the way out.
 fn start_failure(e: &StartError, args: &Args) -> String {
     match e {
@@ -455,6 +562,42 @@ fn start_failure(e: &StartError, args: &Args) -> String {
         ),
         other => other.to_string(),
     }
+}
+
+/// The items of a comma list, trimmed, without empty ones.
+fn list(text: Option<String>) -> Vec<String> {
+    text.unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Parses a duration such as `90s`, `500ms`, `30m`, `2h` or `45` (seconds); at least
+/// a millisecond.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration: expected a number like 90s"))?;
+    let d = match unit.trim() {
+        "" | "s" => Duration::from_secs(n),
+        "ms" => Duration::from_millis(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        "h" => Duration::from_secs(n.saturating_mul(3600)),
+        other => {
+            return Err(format!(
+                "unknown duration unit `{other}` (use ms, s, m or h)"
+            ));
+        }
+    };
+    if d < Duration::from_millis(1) {
+        return Err("a duration of at least 1ms is needed".into());
+    }
+    Ok(d)
 }
 
 /// Parses a byte count such as `500000`, `64M` or `2GiB`.
@@ -534,6 +677,49 @@ mod tests {
         assert_eq!((a.checkpoint_ms, a.max_connections), (10_000, 4096));
         assert_eq!((a.header_timeout_secs, a.drain_secs), (60, 0));
         assert_eq!(a.log, "info");
+        assert!(a.allow_origins.is_empty() && a.allow_hosts.is_empty());
+        assert_eq!(
+            (a.max_lease, a.max_wait),
+            (Duration::from_secs(3600), Duration::from_secs(60))
+        );
+    }
+
+    #[test]
+    fn allowed_origins_and_hosts_repeat_or_come_as_comma_lists() {
+        let a = parse(
+            &[
+                "--allow-origin",
+                "http://localhost:3000, https://dash.example",
+                "--allow-origin=http://127.0.0.1:8080",
+                "--allow-host",
+                "queen.internal",
+                "--max-lease",
+                "15m",
+                "--max-wait=500ms",
+            ],
+            &[("QUEEN_ALLOW_HOST", "ignored.example")],
+        )
+        .unwrap();
+        assert_eq!(
+            a.allow_origins,
+            [
+                "http://localhost:3000",
+                "https://dash.example",
+                "http://127.0.0.1:8080"
+            ]
+        );
+        assert_eq!(a.allow_hosts, ["queen.internal"]);
+        assert_eq!(a.max_lease, Duration::from_secs(900));
+        assert_eq!(a.max_wait, Duration::from_millis(500));
+        let a = parse(&[], &[("QUEEN_ALLOW_HOST", "a.example,b.example")]).unwrap();
+        assert_eq!(a.allow_hosts, ["a.example", "b.example"]);
+        for bad in [
+            &["--max-lease", "soon"][..],
+            &["--max-wait", "0"],
+            &["--max-wait", "3d"],
+        ] {
+            assert!(parse(bad, &[]).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
@@ -596,6 +782,15 @@ mod tests {
             }
         }
         assert!(text.lines().all(|l| l.len() <= 80), "{text}");
+    }
+
+    #[test]
+    fn a_jwt_secret_under_32_bytes_is_refused_without_echoing_it() {
+        let e = strong_enough("hunter2").unwrap_err();
+        assert!(e.contains("is 7 bytes") && e.contains("at least 32"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+        assert!(strong_enough(&"k".repeat(31)).is_err());
+        assert!(strong_enough(&"k".repeat(32)).is_ok());
     }
 
     #[test]

@@ -204,12 +204,33 @@ async fn a_body_that_says_it_is_not_json_is_415_and_stores_nothing() {
         assert_eq!(b["code"], "unsupported_media_type", "{b}");
         assert!(b["error"].as_str().unwrap().contains(ct), "{b}");
     }
+    // No type at all: what a web page's `no-cors` `fetch` of a `Blob` sends, with no
+    // preflight. Refused too, declared length or chunked.
+    let res = h
+        .http
+        .post(h.url("/api/v1/push"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 415);
+    let b: Value = res.json().await.unwrap();
+    assert_eq!(b["code"], "unsupported_media_type", "{b}");
+    let chunked = format!(
+        "POST /api/v1/push HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\
+         Connection: close\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+        body.len()
+    );
+    let (status, b) = raw_exchange(&h, chunked.as_bytes()).await;
+    assert_eq!(
+        (status, &b["code"]),
+        (415, &json!("unsupported_media_type"))
+    );
     assert_eq!(h.broker.stats().commits, before, "nothing written");
-    // JSON with parameters, a +json type, no type at all: all taken.
+    // JSON with parameters, a +json type: taken.
     for ct in [
         Some("application/json; charset=utf-8"),
         Some("application/vnd.queen+json"),
-        None,
     ] {
         let mut req = h.http.post(h.url("/api/v1/push")).body(body);
         if let Some(ct) = ct {
@@ -217,7 +238,9 @@ async fn a_body_that_says_it_is_not_json_is_415_and_stores_nothing() {
         }
         assert_eq!(req.send().await.unwrap().status().as_u16(), 201, "{ct:?}");
     }
-    // An empty body under any type (a lease extension) is not refused for its type.
+    // An empty body under any type or none (a lease extension; a POST route that
+    // takes no body) is not refused for its type: a declared length of 0, no body at
+    // all, or a chunked body of nothing but whitespace.
     let res = h
         .http
         .post(h.url("/api/v1/lease/nope/extend"))
@@ -227,6 +250,17 @@ async fn a_body_that_says_it_is_not_json_is_415_and_stores_nothing() {
         .await
         .unwrap();
     assert_eq!(res.status().as_u16(), 200);
+    let res = h
+        .http
+        .post(h.url("/api/v1/lease/nope/extend"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let blank = "POST /api/v1/lease/nope/extend HTTP/1.1\r\nHost: localhost\r\n\
+                 Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\n \n\r\n0\r\n\r\n";
+    let (status, b) = raw_exchange(&h, blank.as_bytes()).await;
+    assert_eq!(status, 200, "{b}");
 }
 
 /// Sends raw bytes on a new connection and reads the answer until the broker closes it.

@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 /// Sends a raw `GET /health` on `conn` and reads the status line, or `None` if no
 /// answer came within `wait`.
 async fn health_on(conn: &mut TcpStream, wait: Duration) -> Option<String> {
-    conn.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+    conn.write_all(b"GET /health HTTP/1.1\r\nhost: localhost\r\n\r\n")
         .await
         .unwrap();
     let mut buf = vec![0u8; 1024];
@@ -29,8 +29,9 @@ async fn health_on(conn: &mut TcpStream, wait: Duration) -> Option<String> {
 
 /// Starts a long-poll on `conn` (a request busy in its handler for `ms`).
 async fn long_poll_on(conn: &mut TcpStream, ms: u64) {
-    let req =
-        format!("GET /api/v1/pop/queue/empty?wait=true&timeout={ms} HTTP/1.1\r\nhost: x\r\n\r\n");
+    let req = format!(
+        "GET /api/v1/pop/queue/empty?wait=true&timeout={ms} HTTP/1.1\r\nhost: localhost\r\n\r\n"
+    );
     conn.write_all(req.as_bytes()).await.unwrap();
 }
 
@@ -92,7 +93,7 @@ async fn a_client_too_slow_to_send_its_request_head_is_disconnected() {
         .await
         .unwrap();
     let mut slow = TcpStream::connect(broker.addr()).await.unwrap();
-    slow.write_all(b"POST /api/v1/push HTTP/1.1\r\nhost: x\r\ncontent-")
+    slow.write_all(b"POST /api/v1/push HTTP/1.1\r\nhost: localhost\r\ncontent-")
         .await
         .unwrap();
     let started = Instant::now();
@@ -124,7 +125,7 @@ async fn a_declared_body_over_the_limit_is_413_at_once_and_writes_nothing() {
     let started = Instant::now();
     let mut big = TcpStream::connect(broker.addr()).await.unwrap();
     big.write_all(
-        b"POST /api/v1/push HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100000000\r\n\r\n{\"items\": [",
+        b"POST /api/v1/push HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 100000000\r\n\r\n{\"items\": [",
     )
     .await
     .unwrap();
@@ -170,7 +171,7 @@ async fn a_body_that_trickles_in_past_the_deadline_is_408_and_writes_nothing() {
         .unwrap();
     let mut slow = TcpStream::connect(broker.addr()).await.unwrap();
     slow.write_all(
-        b"POST /api/v1/push HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 60\r\n\r\n{\"items\": [",
+        b"POST /api/v1/push HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 60\r\n\r\n{\"items\": [",
     )
     .await
     .unwrap();
@@ -287,9 +288,9 @@ async fn a_flood_of_idle_and_slow_connections_does_not_shut_a_working_client_out
         // A third idle after one request (keep-alive), a third with half a head, a
         // third with a head and a stalled body; none finishes.
         let bytes: &[u8] = match i % 3 {
-            0 => b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n",
-            1 => b"GET /health HTTP/1.1\r\nhost: x\r\nx-slow: ",
-            _ => b"POST /api/v1/push HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"items\": [",
+            0 => b"GET /health HTTP/1.1\r\nhost: localhost\r\n\r\n",
+            1 => b"GET /health HTTP/1.1\r\nhost: localhost\r\nx-slow: ",
+            _ => b"POST /api/v1/push HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"items\": [",
         };
         let _ = s.write_all(bytes).await;
         held.push(s);

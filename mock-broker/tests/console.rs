@@ -333,3 +333,97 @@ async fn the_console_files_are_public_and_its_data_is_not() {
     }
     off.shutdown().await;
 }
+
+/// The console only reads, and only where it means to (issue 52): an address whose
+/// argument is `..` (`/console#/message/../pop` made the page fetch
+/// `/api/v1/messages/../pop`, which the browser turns into `GET /api/v1/pop`, every 2 s,
+/// leasing messages as a read-write viewer), its escaped forms, and the link a
+/// transaction whose ack names `partitionId: ".."` puts into the log, all show "Not a
+/// valid address" and lease nothing; over several refreshes every request the page
+/// sends is a `GET` of a read route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_cannot_make_the_console_pop() {
+    if let Some(why) = webdriver::unavailable() {
+        assert_ne!(
+            std::env::var("QUEEN_CONSOLE_BROWSER").as_deref(),
+            Ok("require"),
+            "{why}"
+        );
+        eprintln!("skipped: the console's browser test needs Chromium: {why}");
+        return;
+    }
+    let broker = broker().await;
+    let url = broker.url();
+    let client = Client::builder()
+        .url(&url)
+        .token("acme-rw")
+        .build()
+        .unwrap();
+    let orders: Vec<PushItem> = (0..8)
+        .map(|n| PushItem::new("orders", &json!({"n": n})))
+        .collect();
+    client.push(orders).await.unwrap();
+    // The poisoned link: an ack naming partition "..", kept in the transaction log.
+    let http = reqwest::Client::new();
+    let res = http
+        .post(format!("{url}/api/v1/transaction"))
+        .bearer_auth("acme-rw")
+        .json(
+            &json!({"operations": [{"type": "ack", "transactionId": "pop",
+            "partitionId": "..", "consumerGroup": "g", "leaseId": "x"}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.status());
+    broker.requests().clear();
+
+    let b = Browser::start(1280, 900).await;
+    b.goto(&format!("{url}/console")).await;
+    sign_in(&b, "acme-rw").await;
+    b.wait_for(&["orders"]).await;
+    for address in [
+        "#/message/../pop",
+        "#/message/%2E%2E/pop",
+        "#/message/..%2F..%2Fpop/x",
+        "#/messages/orders/..%2F..%2F..%2Fpop",
+        "#/queue/..",
+        "#/kv/..%3Fx",
+        "#/timers/%zz",
+    ] {
+        b.goto(&format!("{url}/console{address}")).await;
+        b.wait_for(&["Not a valid address"]).await;
+    }
+    // The log's link to the ".." message leads nowhere either.
+    b.goto(&format!("{url}/console#/transactions")).await;
+    b.wait_for(&["Rolled back"]).await;
+    b.eval("document.querySelectorAll('main details').forEach((d) => { d.open = true; })")
+        .await;
+    b.click(&b.find("main a[href^='#/message/']").await).await;
+    b.wait_for(&["Not a valid address"]).await;
+    // Two refreshes and more on the traversal address.
+    b.goto(&format!("{url}/console#/message/../pop")).await;
+    b.wait_for(&["Not a valid address"]).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    drop(b);
+
+    let sent = broker.requests().entries();
+    assert!(!sent.is_empty());
+    for r in &sent {
+        assert_eq!(r.method, "GET", "{} {}", r.method, r.path);
+        assert!(!r.path.starts_with("/api/v1/pop"), "{}", r.path);
+    }
+    let inspect = broker.inspect();
+    let cursor = inspect
+        .cursor(
+            "orders",
+            queen_mock_broker::DEFAULT_PARTITION,
+            "__QUEUE_MODE__",
+        )
+        .unwrap();
+    assert!(
+        cursor.is_none_or(|c| c.lease_id.is_none() && c.next_offset == 0),
+        "the page leased or consumed"
+    );
+    broker.shutdown().await;
+}

@@ -877,7 +877,7 @@ fn wire_exchange(addr: &str, request: &[u8], wait: Duration) -> Option<(u16, Vec
 /// echo '{"fuzz-admin": {"role": "admin", "tenant": "fuzz", "sub": "fuzzer"},
 ///        "fuzz-reader": {"role": "read-only", "tenant": "fuzz"}}' > /tmp/fuzz-tokens.json
 /// cargo run --release -p queen-mock-broker -- --in-memory --listen 127.0.0.1:6699 \
-///     --token-file /tmp/fuzz-tokens.json --jwt-secret fuzz-jwt-secret &
+///     --token-file /tmp/fuzz-tokens.json --jwt-secret fuzz-jwt-secret-of-32-bytes-or-more &
 /// QUEEN_REPLAY_URL=127.0.0.1:6699 cargo test -p queen-mock-broker --test parsers replay -- --ignored --nocapture
 /// cargo run --release -p queen-conformance -- --url http://127.0.0.1:6699 --token fuzz-admin
 /// ```
@@ -949,7 +949,7 @@ fn replay_the_fuzz_corpora_against_a_running_broker() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let (status, body) = wire_exchange(
         &addr,
-        b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n",
         wait,
     )
     .expect("the broker answers /health");

@@ -324,3 +324,76 @@ async fn a_pop_of_an_unknown_queue_or_partition_is_empty() {
     h.push_one("q", "p", "x", json!(1)).await;
     assert!(h.pop("/api/v1/pop/queue/q/partition/nope").await.is_none());
 }
+
+/// Leases and long-polls are bounded whatever a caller asks (`--max-lease`,
+/// `--max-wait`): a pop's `leaseSeconds` of a year, a queue's `leaseTime` of a year and
+/// a lease extension of a year each get the broker's longest lease, and a long-poll of
+/// an hour answers empty after the longest wait. A read-write token could otherwise
+/// hold a partition for a year, or a connection for an hour.
+#[tokio::test]
+async fn leases_and_long_polls_are_clamped_to_the_brokers_bounds() {
+    let clock = queen_mock_broker::ManualClock::new();
+    let broker = queen_mock_broker::MockBroker::builder()
+        .clock(clock.clone())
+        .max_lease(Duration::from_secs(120))
+        .max_wait(Duration::from_millis(300))
+        .start()
+        .await
+        .unwrap();
+    let h = Harness::with(broker, clock);
+    let now = || queen_mock_broker::Clock::now_micros(&h.clock);
+    let held_until = |queue: &str| {
+        h.broker
+            .inspect()
+            .cursor(queue, "p", "__QUEUE_MODE__")
+            .unwrap()
+            .and_then(|c| c.lease_expires_at)
+            .unwrap_or_else(|| panic!("{queue}: no lease"))
+    };
+    const YEAR: i64 = 31_536_000;
+
+    fill(&h, "asks", "p", 1).await;
+    let pop = h
+        .pop(&format!("/api/v1/pop/queue/asks?leaseSeconds={YEAR}"))
+        .await
+        .unwrap();
+    assert_eq!(held_until("asks"), now() + 120_000_000, "{pop}");
+    // An extension of a year: the same bound, from now.
+    h.advance(10);
+    let lease = pop["leaseId"].as_str().unwrap();
+    let (s, ext) = h
+        .post(
+            &format!("/api/v1/lease/{lease}/extend"),
+            json!({"seconds": YEAR}),
+        )
+        .await;
+    assert_eq!(s, 200, "{ext}");
+    let at = ext["expiresAt"].as_str().unwrap_or_else(|| panic!("{ext}"));
+    assert_eq!(
+        queen_mock_broker::clock::parse_iso(at),
+        Some(now() + 120_000_000),
+        "{ext}"
+    );
+    assert_eq!(held_until("asks"), now() + 120_000_000);
+
+    h.configure("long", json!({"leaseTime": YEAR})).await;
+    fill(&h, "long", "p", 1).await;
+    assert!(h.pop("/api/v1/pop/queue/long").await.is_some());
+    assert_eq!(held_until("long"), now() + 120_000_000);
+
+    // A long-poll of an hour on an empty queue ends after the longest wait.
+    let started = Instant::now();
+    let res = h
+        .http
+        .get(h.url("/api/v1/pop/queue/empty?wait=true&timeout=3600000"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 204);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_secs(10),
+        "{waited:?}"
+    );
+    h.broker.shutdown().await;
+}

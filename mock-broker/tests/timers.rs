@@ -687,3 +687,50 @@ async fn timers_survive_a_restart_and_fire_after_it() {
     assert_eq!(msgs[0]["data"], json!({"after": "restart"}));
     h.broker.shutdown().await;
 }
+
+/// A timer's payload is delivered as the message's JSON body, so it is held to push's
+/// rules (`wire.md` 1, I-JSON): a payload that decodes to JSON text with a number out
+/// of range, a lone surrogate or a duplicate key is refused with 400 and nothing is
+/// scheduled, standalone and in a transaction (a consumer would otherwise decode a
+/// value push refuses). A payload that is not JSON at all stays legal (it is delivered
+/// as its base64 text).
+#[tokio::test]
+async fn a_payload_that_is_not_portable_json_is_refused_as_push_refuses_it() {
+    let h = Harness::new().await;
+    let before = h.broker.stats().commits;
+    for text in [
+        r#"{"n": 1e400}"#,
+        r#"{"s": "\ud800"}"#,
+        r#"{"role": "read-only", "role": "admin"}"#,
+        &format!("{}1{}", "[".repeat(200), "]".repeat(200)),
+    ] {
+        let payload = B64.encode(text);
+        let op = json!({"op": "schedule", "queue": "q", "timerKey": "k", "delayMs": 1,
+                        "txn": "t", "payload": payload});
+        let res = h
+            .post("/api/v1/timers", json!({ "operations": [op.clone()] }))
+            .await;
+        assert_refused(&h, before, res, 400, "timers_bad_request");
+        let mut in_txn = op;
+        in_txn.as_object_mut().unwrap().remove("txn");
+        let res = h.txn(json!({"operations": [], "timers": [in_txn]})).await;
+        assert_refused(&h, before, res, 400, "bad_request");
+        // Push refuses the same value.
+        let (s, b) = h
+            .post_raw(
+                "/api/v1/push",
+                format!(r#"{{"items": [{{"queue": "q", "payload": {text}}}]}}"#),
+            )
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{text}: {b}");
+    }
+    // Not JSON: kept, and delivered as its base64 text.
+    let r = one(
+        &h,
+        json!({"op": "schedule", "queue": "bin", "timerKey": "k",
+                           "delayMs": 0, "txn": "t", "payload": B64.encode([0xff, 0x00])}),
+    )
+    .await;
+    assert_eq!(r["status"], "scheduled", "{r}");
+    assert_eq!(peek(&h, "q", "k").await["found"], false);
+}

@@ -35,7 +35,8 @@ pub const ADMIN_TOKEN: &str = "fuzz-admin";
 /// A read-only token: a fuzzed `Authorization` may name it, to reach the 403 paths.
 pub const READ_TOKEN: &str = "fuzz-reader";
 /// The HS256 secret the broker accepts JWTs under.
-pub const JWT_SECRET: &[u8] = b"fuzz-jwt-secret";
+/// At least 32 bytes: the broker binary refuses a shorter `--jwt-secret`.
+pub const JWT_SECRET: &[u8] = b"fuzz-jwt-secret-of-32-bytes-or-more";
 /// The broker's clock: fixed (a `ManualClock` nobody moves), so an input answers the
 /// same on every run: leases never lapse, timers never fall due.
 pub const NOW_MICROS: i64 = 1_796_083_200_000_000; // 2026-12-01T00:00:00Z

@@ -179,7 +179,8 @@ impl Engine {
     /// entry fails, or the wait passes.
     pub async fn fetch(&self, tenant: &str, f: Fetch) -> Result<Vec<FetchedEntry>, EngineError> {
         let f = std::sync::Arc::new(f);
-        let deadline = tokio::time::Instant::now() + f.max_wait.min(MAX_WAIT);
+        let longest = MAX_WAIT.min(self.limits().max_wait);
+        let deadline = tokio::time::Instant::now() + f.max_wait.min(longest);
         let waker = self.shared.wakers.tenant(tenant);
         loop {
             // Register before reading, so a push committed in between still wakes us.

@@ -929,7 +929,10 @@ impl Engine {
         req: PopRequest,
     ) -> Result<Vec<Delivered>, EngineError> {
         let rings = &self.shared.ephemeral;
-        let deadline = req.wait.map(|w| tokio::time::Instant::now() + w);
+        let max_wait = self.limits().max_wait;
+        let deadline = req
+            .wait
+            .map(|w| tokio::time::Instant::now() + w.min(max_wait));
         let mut first_seen: Option<tokio::time::Instant> = None;
         loop {
             let arrived = rings.arrived.notified();

@@ -91,6 +91,49 @@ struct Shared {
     ephemeral: ephemeral::Rings,
     /// Each tenant's recent transaction calls ([`txn_log`]), in memory.
     txn_log: txn_log::TxnLog,
+    /// [`Limits::max_lease`], in seconds (set once at start; atomic so that setting
+    /// it needs no lock on every pop's path).
+    max_lease_secs: std::sync::atomic::AtomicU64,
+    /// [`Limits::max_wait`], in milliseconds.
+    max_wait_ms: std::sync::atomic::AtomicU64,
+}
+
+/// Bounds on what one call may hold or wait for, whatever it asks: a lease (a pop's
+/// `leaseSeconds` or its queue's `leaseTime`, a lease extension, a stream claim, an
+/// ephemeral queue's lease) lasts at most `max_lease`, and a long-poll (a pop's
+/// `timeout`, an ephemeral pop's, a fetch's `maxWaitMs`) waits at most `max_wait`.
+/// A longer ask is clamped, not refused, so a client that asks for more keeps working,
+/// for less time: the answer's `leaseExpiresAt` says when its lease lapses, and a pop
+/// that waited its bound answers empty as any timed-out long-poll does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest lease (the binary's `--max-lease`, 1 hour by default).
+    pub max_lease: Duration,
+    /// Longest long-poll (the binary's `--max-wait`, 60 s by default).
+    pub max_wait: Duration,
+}
+
+impl Limits {
+    /// The default longest lease: an hour, twelve times a queue's default `leaseTime`.
+    pub const MAX_LEASE: Duration = Duration::from_secs(3600);
+    /// The default longest long-poll: a minute, twice the clients' usual 30 s.
+    pub const MAX_WAIT: Duration = Duration::from_secs(60);
+
+    /// [`Limits::max_lease`] in whole seconds, at least 1.
+    pub fn max_lease_secs(&self) -> i64 {
+        i64::try_from(self.max_lease.as_secs())
+            .unwrap_or(i64::MAX)
+            .max(1)
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_lease: Self::MAX_LEASE,
+            max_wait: Self::MAX_WAIT,
+        }
+    }
 }
 
 /// Set when the broker stops, so waiting pops answer at once instead of holding
@@ -150,10 +193,31 @@ impl Engine {
                     activity,
                     ephemeral: ephemeral::Rings::default(),
                     txn_log: txn_log::TxnLog::default(),
+                    max_lease_secs: Limits::MAX_LEASE.as_secs().into(),
+                    max_wait_ms: (Limits::MAX_WAIT.as_millis() as u64).into(),
                 }),
             },
             thread,
         )
+    }
+
+    /// Sets the bounds on leases and long-polls ([`Limits`]); [`Limits::default`]
+    /// until called.
+    pub fn set_limits(&self, limits: Limits) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let secs = u64::try_from(limits.max_lease_secs()).unwrap_or(u64::MAX);
+        self.shared.max_lease_secs.store(secs, Relaxed);
+        let ms = u64::try_from(limits.max_wait.as_millis()).unwrap_or(u64::MAX);
+        self.shared.max_wait_ms.store(ms, Relaxed);
+    }
+
+    /// The bounds on leases and long-polls in force.
+    pub fn limits(&self) -> Limits {
+        use std::sync::atomic::Ordering::Relaxed;
+        Limits {
+            max_lease: Duration::from_secs(self.shared.max_lease_secs.load(Relaxed)),
+            max_wait: Duration::from_millis(self.shared.max_wait_ms.load(Relaxed)),
+        }
     }
 
     /// Ends every waiting pop (they answer empty) and makes new ones not wait.
@@ -249,7 +313,9 @@ impl Engine {
         req: pop::PopRequest,
         wait: Option<Duration>,
     ) -> Result<pop::PopOutcome, EngineError> {
-        let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+        let limits = self.limits();
+        let cap = limits.max_lease_secs();
+        let deadline = wait.map(|w| tokio::time::Instant::now() + w.min(limits.max_wait));
         let waker = match &req.target {
             pop::Target::Queue(q) | pop::Target::Partition(q, _) => {
                 self.shared.wakers.queue(tenant, q)
@@ -268,7 +334,7 @@ impl Engine {
             let out = self
                 .shared
                 .writer
-                .submit(move |tx| pop::pop(tx, &t, &r))
+                .submit(move |tx| pop::pop_capped(tx, &t, &r, cap))
                 .await?;
             let Some(deadline) = deadline else {
                 self.note_pop(tenant, &out);
@@ -332,6 +398,7 @@ impl Engine {
         seconds: i64,
     ) -> Result<lease::Extended, EngineError> {
         let (tenant, lease_id) = (tenant.to_string(), lease_id.to_string());
+        let seconds = seconds.min(self.limits().max_lease_secs());
         self.shared
             .writer
             .submit(move |tx| Ok(lease::extend(tx, &tenant, &lease_id, seconds)?))
@@ -408,7 +475,7 @@ impl Engine {
         fresh: bool,
         t: txn::Transaction,
     ) -> Result<txn::TxnOutcome, EngineError> {
-        let txn_id = ids::message_id();
+        let txn_id = ids::transaction_id();
         let t = Arc::new(t);
         let deadline = tokio::time::Instant::now() + TRANSACTION_DEADLINE;
         let mut look = !fresh;

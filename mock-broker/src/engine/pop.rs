@@ -83,9 +83,23 @@ impl PopOutcome {
     }
 }
 
-/// Claims up to `req.batch` messages.
+/// Claims up to `req.batch` messages, with no bound on the lease but the request's or
+/// the queue's (`pop_capped` with the broker's `--max-lease` is what the API runs).
 pub fn pop(tx: &mut Tx, tenant: &str, req: &PopRequest) -> Result<PopOutcome, EngineError> {
+    pop_capped(tx, tenant, req, i64::MAX)
+}
+
+/// Claims up to `req.batch` messages under a lease of at most `max_lease_secs`,
+/// whatever the request's `leaseSeconds` or the queue's `leaseTime` asks: a longer ask
+/// is clamped (the outcome's `lease_expires_at` says when it lapses).
+pub fn pop_capped(
+    tx: &mut Tx,
+    tenant: &str,
+    req: &PopRequest,
+    max_lease_secs: i64,
+) -> Result<PopOutcome, EngineError> {
     let mut out = PopOutcome::default();
+    let cap = max_lease_secs;
     match &req.target {
         Target::Partition(queue, partition) => {
             let Some(q) = get_queue(tx, tenant, queue)? else {
@@ -98,19 +112,19 @@ pub fn pop(tx: &mut Tx, tenant: &str, req: &PopRequest) -> Result<PopOutcome, En
                     name: partition.clone(),
                     rec,
                 };
-                claim(tx, tenant, queue, &q, &entry, req, &mut out)?;
+                claim(tx, tenant, queue, &q, &entry, req, cap, &mut out)?;
             }
         }
         Target::Queue(queue) => {
             if let Some(q) = get_queue(tx, tenant, queue)? {
                 subscribe(tx, tenant, queue, req)?;
-                claim_any(tx, tenant, queue, &q, req, &mut out)?;
+                claim_any(tx, tenant, queue, &q, req, cap, &mut out)?;
             }
         }
         Target::Discovery { namespace, task } => {
             for (queue, q) in matching_queues(tx, tenant, namespace.as_deref(), task.as_deref())? {
                 subscribe(tx, tenant, &queue, req)?;
-                claim_any(tx, tenant, &queue, &q, req, &mut out)?;
+                claim_any(tx, tenant, &queue, &q, req, cap, &mut out)?;
                 if !out.messages.is_empty() {
                     break;
                 }
@@ -181,6 +195,7 @@ fn claim_any(
     queue: &str,
     q: &QueueRecord,
     req: &PopRequest,
+    cap: i64,
     out: &mut PopOutcome,
 ) -> Result<(), StoreError> {
     let group = req.group.as_str();
@@ -210,7 +225,7 @@ fn claim_any(
             name: pref.partition,
             rec,
         };
-        match claim(tx, tenant, queue, q, &entry, req, out)? {
+        match claim(tx, tenant, queue, q, &entry, req, cap, out)? {
             Look::Leased(until) | Look::Hidden(until) => {
                 ready::not_before(tx, tenant, queue, group, pid, until);
             }
@@ -265,7 +280,11 @@ enum Look {
     Nothing,
 }
 
-/// Claims one partition for the group if it has no live lease and has work.
+/// Claims one partition for the group if it has no live lease and has work, under a
+/// lease of at most `cap` seconds.
+// One argument over clippy's count: `cap` is the broker's bound, not part of the
+// request; bundling them would change every caller of the public `PopRequest`.
+#[allow(clippy::too_many_arguments)]
 fn claim(
     tx: &mut Tx,
     tenant: &str,
@@ -273,6 +292,7 @@ fn claim(
     q: &QueueRecord,
     part: &PartitionEntry,
     req: &PopRequest,
+    cap: i64,
     out: &mut PopOutcome,
 ) -> Result<Look, StoreError> {
     let room = req.batch.saturating_sub(out.messages.len());
@@ -302,7 +322,8 @@ fn claim(
     }
     let lease_secs = req
         .lease_seconds
-        .unwrap_or_else(|| Settings::of(&q.options).lease_time);
+        .unwrap_or_else(|| Settings::of(&q.options).lease_time)
+        .min(cap);
     let first = offsets.first().map_or(0, |(o, _)| *o);
     for (offset, message) in offsets {
         let st = c.pending.entry(offset).or_default();

@@ -69,7 +69,10 @@ pub fn append(tx: &mut Tx, tenant: &str, msg: NewMessage) -> Result<Appended, St
     let queue = ensure_queue(tx, tenant, &msg.queue)?;
     let settings = Settings::of(&queue.options);
     let mut part = ensure_partition(tx, tenant, &msg.queue, &msg.partition)?;
-    let message_id = msg.message_id.unwrap_or_else(ids::message_id);
+    let message_id = match msg.message_id {
+        Some(id) => id,
+        None => next_id(tx, tenant, &part)?,
+    };
     let txn = msg.transaction_id.unwrap_or_else(|| message_id.clone());
     let idx_key = Key::tenant(tenant).u64(part.id).str(&txn).into_bytes();
 
@@ -111,6 +114,24 @@ pub fn append(tx: &mut Tx, tenant: &str, msg: NewMessage) -> Result<Appended, St
         partition_id: part.id,
         duplicate: false,
     })
+}
+
+/// A new message id for `part`: above every id minted for it before, so a
+/// partition's messages sort by id in offset order ([`ids::MessageIds`]); the last
+/// stored message is read only when the writer's memory has no id for the partition.
+fn next_id(tx: &Tx, tenant: &str, part: &PartitionRecord) -> Result<String, StoreError> {
+    let key = (tenant.to_string(), part.id);
+    let remembered = tx.with_memory(|m: &mut ids::MessageIds| m.knows(&key));
+    let floor = match (remembered, part.next_offset.checked_sub(1)) {
+        (false, Some(last)) => tx
+            .get::<MessageRecord>(
+                T::Messages,
+                &Key::tenant(tenant).u64(part.id).u64(last).into_bytes(),
+            )?
+            .map(|m| m.id),
+        _ => None,
+    };
+    Ok(tx.with_memory(|m: &mut ids::MessageIds| m.next(key, || floor)))
 }
 
 fn find_duplicate(

@@ -16,9 +16,10 @@ use crate::store::{StoreError, T, Tx};
 /// How long a record is kept: far longer than any in-call retry deadline.
 pub const KEEP_SECONDS: u64 = 120;
 
-/// A new request id: a UUIDv7, so records sort by time and old ones purge as a range.
+/// A new request id: a UUIDv7, so records sort by their millisecond and old ones purge
+/// as a range (its other bits are random, as every minted id's: [`super::ids`]).
 pub fn new_id() -> String {
-    uuid::Uuid::now_v7().to_string()
+    super::ids::transaction_id()
 }
 
 /// The recorded answer of `id`, if its call committed.

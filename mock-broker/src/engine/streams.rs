@@ -407,7 +407,7 @@ pub fn register(tx: &mut Tx, tenant: &str, r: &Register) -> Result<Registered, E
     let Some(mut rec) = tx.get::<QueryRecord>(T::StreamQueries, &key)? else {
         tx.ensure_room()?;
         let rec = QueryRecord {
-            id: uuid::Uuid::now_v7().to_string(),
+            id: super::ids::query_id(),
             name: r.name.clone(),
             source_queue: r.source_queue.clone(),
             sink_queue: r.sink_queue.clone(),
@@ -965,8 +965,13 @@ impl super::Engine {
     }
 
     /// Claims idle partitions for a stream's group.
-    pub async fn stream_claim(&self, tenant: &str, c: Claim) -> Result<ClaimOutcome, EngineError> {
+    pub async fn stream_claim(
+        &self,
+        tenant: &str,
+        mut c: Claim,
+    ) -> Result<ClaimOutcome, EngineError> {
         let tenant = tenant.to_string();
+        c.lease_seconds = c.lease_seconds.min(self.limits().max_lease_secs());
         self.shared
             .writer
             .submit(move |tx| Ok(claim(tx, &tenant, &c)?))

@@ -304,12 +304,15 @@ pub fn apply(tx: &mut Tx, tenant: &str, op: &TimerOp) -> Result<TimerResult, Sto
     Ok(result(status, op, Some(rec)))
 }
 
-/// The message body a timer delivers: its payload as JSON when it is JSON, otherwise
-/// (binary, compressed or encrypted) the base64 text as a JSON string.
+/// The message body a timer delivers: its payload as JSON when it is portable JSON
+/// (scheduling refuses JSON that is not; one stored before that rule is delivered as
+/// its base64 text), otherwise (binary, compressed or encrypted) the base64 text as a
+/// JSON string.
 fn delivered_payload(rec: &TimerRecord) -> Box<RawValue> {
     if !rec.zstd
         && !rec.encrypted
         && let Ok(bytes) = B64.decode(&rec.payload)
+        && crate::portable::check(&bytes).is_ok()
         && let Ok(text) = String::from_utf8(bytes)
         && let Ok(raw) = RawValue::from_string(text)
     {

@@ -6,7 +6,8 @@
 //! both led by the tenant, so that each read is one prefix scan:
 //!
 //! - `(tenant, "m", partition id, transactionId, trace id)` holds the event: every
-//!   trace of one message, oldest first (trace ids are UUIDv7, so they sort by time);
+//!   trace of one message, oldest first (trace ids are UUIDv7s that sort as minted within a tenant:
+//!   [`super::ids::TraceIds`]);
 //! - `(tenant, "n", name, trace id)` points back to it: every trace carrying a name.
 //!
 //! A trace outlives its message (retention or a queue deletion does not remove it):
@@ -144,7 +145,7 @@ pub fn record(tx: &mut Tx, tenant: &str, t: &NewTrace) -> Result<Recorded, Store
     if tx.get::<TxnRef>(T::TxnIndex, &idx)?.is_none() {
         return Ok(Recorded::NoMessage);
     }
-    let id = ids::message_id();
+    let id = tx.with_memory(|t: &mut ids::TraceIds| t.next(tenant.to_string(), || None));
     let mut names = t.names.clone();
     names.sort();
     names.dedup();

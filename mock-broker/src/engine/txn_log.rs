@@ -271,16 +271,75 @@ pub enum Outcome {
         /// A lost KV precondition: the answer's `kvReason`.
         kv_reason: Option<LostReason>,
     },
-    /// Answered with an error body (`{error, code}`): refused before it ran (a bad
-    /// body, the storage cap, a stopping broker) or, for a 500, a storage failure.
+    /// Refused before anything of it was applied: a bad body, the storage cap, a
+    /// stopping broker, or a storage failure. The HTTP edge says which status and code
+    /// that was; the log keeps the engine's reason.
     Refused {
-        /// The HTTP status.
-        status: u16,
-        /// The answer's `code`.
-        code: &'static str,
+        /// Why.
+        refusal: Refusal,
         /// The answer's `error`.
         error: String,
     },
+}
+
+/// Why a call was refused, in the engine's terms: the HTTP edge maps each to a status
+/// and code (`http::error`), so the log holds no wire concern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The body is not a valid transaction: its shape, or a rule of the API.
+    Invalid,
+    /// A KV operation breaks a rule of the KV API.
+    InvalidKv,
+    /// A timer breaks a rule of the timers API.
+    InvalidTimer,
+    /// A timer would fire later than the broker's horizon.
+    TimerHorizon,
+    /// A lock operation breaks a rule of the locks API.
+    InvalidLock,
+    /// A queue or partition name is over the key budget.
+    NameTooLong,
+    /// The body, or a value in it, is over its size limit.
+    TooLarge,
+    /// The body did not arrive within the body deadline.
+    BodyTimeout,
+    /// The writer's queue was full.
+    Overloaded,
+    /// An ephemeral queue was full and refuses more.
+    QueueFull,
+    /// The ephemeral queues were at their memory budget.
+    EphemeralUnavailable,
+    /// The broker was stopping.
+    ShuttingDown,
+    /// At the storage cap, or the disk is full.
+    StorageFull,
+    /// The storage failed to write or was being reopened; nothing was applied.
+    StorageUnavailable,
+    /// The storage failed.
+    StorageFailure,
+}
+
+impl From<&crate::error::EngineError> for Refusal {
+    fn from(e: &crate::error::EngineError) -> Self {
+        use crate::error::EngineError as E;
+        match e {
+            E::BadRequest(_) => Refusal::Invalid,
+            E::NameTooLong(_) => Refusal::NameTooLong,
+            E::PayloadTooLarge(_) => Refusal::TooLarge,
+            E::Overloaded => Refusal::Overloaded,
+            E::ShuttingDown => Refusal::ShuttingDown,
+            E::KvRefusal(r) if r.too_large => Refusal::TooLarge,
+            E::KvRefusal(_) => Refusal::InvalidKv,
+            E::TimersBadRequest(_) => Refusal::InvalidTimer,
+            E::TimerHorizonExceeded(_) => Refusal::TimerHorizon,
+            E::LocksBadRequest(_) => Refusal::InvalidLock,
+            E::QueueFull(_) => Refusal::QueueFull,
+            E::EphemeralUnavailable(_) => Refusal::EphemeralUnavailable,
+            E::StorageFull(_) => Refusal::StorageFull,
+            E::StorageUnavailable(_) => Refusal::StorageUnavailable,
+            E::Storage(_) => Refusal::StorageFailure,
+        }
+    }
 }
 
 /// One call of the log.
@@ -339,10 +398,10 @@ impl Entry {
         }
     }
 
-    /// A call answered with an error body; `parts` when its body was parsed.
+    /// A refused call; `parts` when its body was parsed.
     pub fn refused(
         parts: Option<Parts>,
-        (status, code, error): (u16, &'static str, &str),
+        (refusal, error): (Refusal, &str),
         at: Micros,
         user_agent: Option<&str>,
     ) -> Self {
@@ -352,8 +411,7 @@ impl Entry {
             id: None,
             user_agent: user_agent.map(text),
             outcome: Outcome::Refused {
-                status,
-                code,
+                refusal,
                 error: cut(error, ERROR_BYTES),
             },
             parts: parts.unwrap_or_default(),
@@ -447,7 +505,7 @@ mod tests {
     use super::*;
 
     fn refused(n: u16) -> Entry {
-        Entry::refused(None, (400, "bad_request", &n.to_string()), 0, None)
+        Entry::refused(None, (Refusal::Invalid, &n.to_string()), 0, None)
     }
 
     #[test]

@@ -35,7 +35,10 @@ pub(crate) fn routes() -> Router<AppState> {
 
 /// `POST /api/v1/ephemeral/configure`: declares a queue; 201 with every option.
 pub async fn configure(s: Caller, Json(body): Json<ConfigureBody>) -> Result<Response, ApiError> {
-    let (queue, patch) = body.parse()?;
+    let (queue, mut patch) = body.parse()?;
+    // A lease is held at most `--max-lease` here as on the durable queues.
+    let cap = u64::try_from(s.engine.limits().max_lease_secs()).unwrap_or(u64::MAX);
+    patch.lease_seconds = patch.lease_seconds.map(|l| l.min(cap));
     let now = s.engine.clock().now_micros();
     let o = s
         .engine

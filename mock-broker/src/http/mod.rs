@@ -3,6 +3,7 @@
 
 mod acks;
 mod browse;
+pub mod browser;
 pub(crate) mod console;
 mod ephemeral;
 pub mod error;
@@ -39,6 +40,7 @@ pub use txn::parse_transaction;
 use crate::auth::{Auth, Identity, Role, required_role};
 use crate::engine::Engine;
 use crate::harness::Harness;
+use browser::BrowserPolicy;
 use error::ApiError;
 
 /// What every handler shares.
@@ -51,6 +53,8 @@ pub struct AppState {
     /// The test harness around every call (faults, request log, hooks), for a broker
     /// started in-process with one; `None` in the released binary.
     pub harness: Option<Harness>,
+    /// Which browsers' requests are taken ([`browser`]).
+    pub browser: Arc<BrowserPolicy>,
 }
 
 /// A handler's view of one call: the engine, and who is calling.
@@ -111,26 +115,53 @@ async fn gate(State(s): State<AppState>, req: Request, next: Next) -> Response {
     }
 }
 
-/// The gate's checks, then the call.
-async fn admit(s: &AppState, mut req: Request, next: Next) -> Response {
+/// The gate's checks, then the call; an answer to an origin the operator allowed
+/// carries its CORS header.
+async fn admit(s: &AppState, req: Request, next: Next) -> Response {
+    let origin = req.headers().get(header::ORIGIN).cloned();
+    let mut res = admit_checked(s, req, next).await;
+    s.browser.decorate(origin.as_ref(), &mut res);
+    res
+}
+
+/// Reads a refused request's body away (up to the body limit, without keeping it)
+/// before answering `refused`: a client still writing it would otherwise meet a closed
+/// connection, not the answer.
+async fn drain_then(req: Request, refused: Response) -> Response {
+    let mut body = req.into_body().into_data_stream();
+    let mut read = 0usize;
+    while let Some(Ok(chunk)) = futures::StreamExt::next(&mut body).await {
+        read += chunk.len();
+        if read > extract::MAX_BODY_BYTES {
+            break;
+        }
+    }
+    refused
+}
+
+async fn admit_checked(s: &AppState, req: Request, next: Next) -> Response {
     if s.engine.is_closing() {
         return closing();
     }
+    // First, as it reads nothing: a body declared over the limit is not drained.
     if let Some(refused) = declared_too_large(&req) {
         return refused;
     }
+    if let Some(preflight) = s.browser.preflight(req.method(), req.headers()) {
+        return preflight;
+    }
+    if let Some(refused) = s
+        .browser
+        .check(req.method(), req.uri().path(), req.headers())
+    {
+        return drain_then(req, refused).await;
+    }
+    let mut req = match untyped_body(req).await {
+        Ok(req) => req,
+        Err(refused) => return refused,
+    };
     if let Some(refused) = not_json(&req) {
-        // Read the body away first (up to the body limit, without keeping it): a client
-        // still writing it would otherwise meet a closed connection, not this answer.
-        let mut body = req.into_body().into_data_stream();
-        let mut read = 0usize;
-        while let Some(Ok(chunk)) = futures::StreamExt::next(&mut body).await {
-            read += chunk.len();
-            if read > extract::MAX_BODY_BYTES {
-                break;
-            }
-        }
-        return refused.into_response();
+        return drain_then(req, refused.into_response()).await;
     }
     let Some(auth) = &s.auth else {
         return next.run(req).await;
@@ -201,18 +232,74 @@ fn declared_too_large(req: &Request) -> Option<Response> {
     Some(res)
 }
 
-/// Refuses a body that says it is not JSON (415 `unsupported_media_type`): every body
-/// this broker takes is JSON. A body without a `Content-Type` is read as JSON (some
-/// clients send none), and so is an empty one whatever it says (a lease extension).
+/// Whether a request may carry a body the broker reads.
+fn takes_body(req: &Request) -> bool {
+    matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH)
+}
+
+/// A request whose body has no `Content-Type` and no declared length (chunked): its
+/// body is read here, and refused (415) as soon as a byte of it is not whitespace; a
+/// body of whitespace alone (none at all, for a route that takes no body) goes on, its
+/// bytes put back. A request with a type or a length is handed on untouched.
+async fn untyped_body(req: Request) -> Result<Request, Response> {
+    let h = req.headers();
+    if !takes_body(&req)
+        || h.contains_key(header::CONTENT_TYPE)
+        || h.contains_key(header::CONTENT_LENGTH)
+        || !h.contains_key(header::TRANSFER_ENCODING)
+    {
+        return Ok(req);
+    }
+    let (parts, body) = req.into_parts();
+    let mut stream = body.into_data_stream();
+    let mut kept = Vec::new();
+    while let Some(chunk) = futures::StreamExt::next(&mut stream).await {
+        let Ok(chunk) = chunk else {
+            return Err(ApiError::bad_request("unreadable body").into_response());
+        };
+        if !chunk.iter().all(u8::is_ascii_whitespace) {
+            return Err(untyped().into_response());
+        }
+        kept.extend_from_slice(&chunk);
+        if kept.len() > extract::MAX_BODY_BYTES {
+            break;
+        }
+    }
+    Ok(Request::from_parts(parts, axum::body::Body::from(kept)))
+}
+
+/// The refusal of a body sent without a `Content-Type`.
+fn untyped() -> ApiError {
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        "the body must be JSON and say so (Content-Type: application/json); a body sent \
+         without a type is what a web page can send to any address without asking",
+    )
+}
+
+/// Refuses a body that is not declared JSON (415 `unsupported_media_type`): every body
+/// this broker takes is JSON. A body without a `Content-Type` is refused too: a web
+/// page can send one to any address without a preflight (a `no-cors` `fetch` of a
+/// `Blob`), while every client of the API says `application/json`. An empty body needs
+/// no type, whatever it says (a lease extension, a route that takes no body): a
+/// `Content-Length: 0`, or no length and no chunked body at all (a chunked body with
+/// no type is read first, [`untyped_body`]).
 fn not_json(req: &Request) -> Option<ApiError> {
-    if !matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH) {
+    if !takes_body(req) {
         return None;
     }
-    let ct = req
-        .headers()
-        .get(header::CONTENT_TYPE)?
-        .to_str()
-        .unwrap_or("");
+    let h = req.headers();
+    let empty = h
+        .get(header::CONTENT_LENGTH)
+        .map_or(!h.contains_key(header::TRANSFER_ENCODING), |l| {
+            l.as_bytes() == b"0"
+        });
+    let Some(ct) = h.get(header::CONTENT_TYPE) else {
+        // A chunked body without a type was read by `untyped_body`: whitespace alone.
+        return (!empty && h.contains_key(header::CONTENT_LENGTH)).then(untyped);
+    };
+    let ct = ct.to_str().unwrap_or("");
     let media = ct
         .split(';')
         .next()
@@ -220,10 +307,6 @@ fn not_json(req: &Request) -> Option<ApiError> {
         .trim()
         .to_ascii_lowercase();
     let json = media == "application/json" || media.ends_with("+json");
-    let empty = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .is_some_and(|l| l.as_bytes() == b"0");
     (!json && !empty).then(|| {
         ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -243,22 +326,27 @@ fn closing() -> Response {
     res
 }
 
-/// The broker's routes, with authentication when `auth` is given.
+/// The broker's routes, with authentication when `auth` is given, taking browsers'
+/// requests of the broker's own origin only (its `Host` is not checked: the router
+/// does not know where it listens; [`crate::MockBroker`] checks it on loopback).
 pub fn router(engine: Engine, auth: Option<Auth>) -> Router {
-    router_with(engine, auth, None, true)
+    router_with(engine, auth, None, true, BrowserPolicy::default())
 }
 
-/// [`router`], running every call inside `harness` when one is given.
+/// [`router`], running every call inside `harness` when one is given, taking browsers'
+/// requests as `browser` says.
 pub(crate) fn router_with(
     engine: Engine,
     auth: Option<Auth>,
     harness: Option<Harness>,
     console: bool,
+    browser: BrowserPolicy,
 ) -> Router {
     let state = AppState {
         engine,
         auth: auth.map(Arc::new),
         harness,
+        browser: Arc::new(browser),
     };
     let routes = if console {
         console::routes()

@@ -120,9 +120,12 @@ fn worker_id() -> String {
 fn worker_row(s: &Caller) -> WorkerRow {
     let totals = s.engine.activity().totals(s.tenant());
     let stats = s.engine.stats();
+    // Where the broker runs (its host's name, its process id) is an operator's
+    // business: only an admin sees it, as the process-wide figures.
+    let admin = s.sees_process();
     WorkerRow {
-        hostname: host(),
-        worker_id: worker_id(),
+        hostname: admin.then(host),
+        worker_id: admin.then(worker_id),
         messages_processed: totals.pop_messages,
         messages_ingested: totals.push_messages,
         last_seen: s.engine.activity().last_seen(s.tenant()).map(format_iso),

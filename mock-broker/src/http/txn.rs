@@ -14,7 +14,7 @@ use super::error::ApiError;
 use super::extract::{Body, Params, parse_body};
 use super::wire::txn::{self as wire, TxnBody, answer};
 use crate::engine::txn;
-use crate::engine::txn_log::{Entry, KEPT, Parts};
+use crate::engine::txn_log::{Entry, KEPT, Parts, Refusal};
 
 /// Parses and checks a transaction body as `POST /api/v1/transaction` does before
 /// anything runs: the JSON rules of [`parse_body`] and the body's shape in one typed
@@ -82,7 +82,7 @@ pub async fn log(s: Caller, params: Params) -> Result<Response, ApiError> {
     Ok(AxumJson(wire::log(&recent)).into_response())
 }
 
-/// The HTTP status, code and text of an error answer, as the log keeps them.
-fn refusal(e: &ApiError) -> (u16, &'static str, &str) {
-    (e.status.as_u16(), e.code, &e.message)
+/// The engine's reason and the text of an error answer, as the log keeps them.
+fn refusal(e: &ApiError) -> (Refusal, &str) {
+    (e.refusal(), &e.message)
 }

@@ -29,7 +29,44 @@
     }
   }
 
+  // Every request the page makes is one of these: reads, and the two actions its
+  // Retry and Delete buttons take. A path is built from encoded segments, then checked
+  // against this list and against what the browser makes of it (a segment `..` would
+  // be resolved away: /api/v1/messages/../pop is GET /api/v1/pop, a pop), so no route
+  // argument can turn the page into a caller of another route.
+  const SEG = '[^/?#]+';
+  const READS = [
+    '/console/whoami',
+    '/api/v1/status/queues',
+    `/api/v1/resources/queues/${SEG}`,
+    '/api/v1/resources/partitions',
+    '/api/v1/consumer-groups',
+    '/api/v1/messages',
+    `/api/v1/messages/${SEG}/${SEG}`,
+    '/api/v1/transactions',
+    '/api/v1/dlq',
+    '/api/v1/kv',
+    `/api/v1/kv/${SEG}`,
+    '/api/v1/timers',
+    `/api/v1/timers/${SEG}`,
+  ].map((p) => new RegExp(`^${p}$`));
+  const ACTIONS = {
+    POST: [new RegExp(`^/api/v1/messages/${SEG}/${SEG}/retry$`)],
+    DELETE: [new RegExp(`^/api/v1/messages/${SEG}/${SEG}$`)],
+  };
+
+  // Whether `path` (with its query) is a request the page means to make with `method`.
+  function allowed(path, method) {
+    const bare = path.split('?')[0];
+    const url = new URL(path, location.origin);
+    if (url.origin !== location.origin || url.pathname !== bare) return false;
+    if (bare.split('/').some((s) => /^(\.|%2e){1,2}$/i.test(s))) return false;
+    const list = method === 'GET' ? READS : ACTIONS[method] || [];
+    return list.some((re) => re.test(bare));
+  }
+
   async function api(path, method = 'GET') {
+    if (!allowed(path, method)) throw new HttpError(400, { error: `the console does not send ${method} ${path}` });
     const headers = { Accept: 'application/json' };
     if (token) headers.Authorization = `Bearer ${token}`;
     const res = await fetch(path, { method, headers, cache: 'no-store' });
@@ -306,6 +343,20 @@ ${facts([['Acks', acks], ['Pushes', pushes], ['KV', kv], ['Timers', timers], ['P
     }
   }
 
+  // The arguments of a route's address, decoded; `null` when one is not a name the
+  // page may put in a request: `.` or `..` (a path segment the browser resolves away),
+  // or one holding `/`, `?`, `#`, a backslash or a control character once decoded, or a
+  // malformed escape.
+  function routeArgs(raw) {
+    try {
+      const args = raw.map(decodeURIComponent);
+      const bad = (a) => a === '' || a === '.' || a === '..' || /[/?#\\\u0000-\u001f\u007f]/.test(a);
+      return args.some(bad) ? null : args;
+    } catch (_) {
+      return null;
+    }
+  }
+
   async function render(moved) {
     if (busy) { again = { moved: moved || (again && again.moved) }; return; }
     busy = true;
@@ -314,7 +365,8 @@ ${facts([['Acks', acks], ['Pushes', pushes], ['KV', kv], ['Timers', timers], ['P
       const hash = location.hash || '#/queues';
       const route = routes.find(([re]) => re.test(hash));
       if (!route) { paint(`<h2>Not found</h2><p>No page at ${esc(hash)}. <a href="#/queues">Queues</a>.</p>`); return; }
-      const args = hash.match(route[0]).slice(1).filter((a) => a !== undefined && a !== 'queues').map(decodeURIComponent);
+      const args = routeArgs(hash.match(route[0]).slice(1).filter((a) => a !== undefined && a !== 'queues'));
+      if (!args) { paint(`<h2>Not a valid address</h2><p>${esc(hash)} names no queue, partition, message, namespace or timer queue. <a href="#/queues">Queues</a>.</p>`); return; }
       const page = await route[1](...args);
       document.title = `${page.title} · Queen broker console`;
       for (const a of document.querySelectorAll('nav a')) {

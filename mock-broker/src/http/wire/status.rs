@@ -181,10 +181,10 @@ pub fn round2(v: f64) -> f64 {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkerRow {
-    /// The host.
-    pub hostname: String,
-    /// This process.
-    pub worker_id: String,
+    /// The host's name (`null` but for an admin).
+    pub hostname: Option<String>,
+    /// This process, by its id (`null` but for an admin).
+    pub worker_id: Option<String>,
     /// Messages delivered since start.
     pub messages_processed: u64,
     /// Messages stored since start.

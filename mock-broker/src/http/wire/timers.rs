@@ -115,10 +115,25 @@ impl TimerOpWire {
         let payload = self
             .payload
             .ok_or_else(|| bad(format!("{at}.payload is required")))?;
-        let payload_len = B64
+        let decoded = B64
             .decode(&payload)
-            .map_err(|e| bad(format!("{at}.payload must be base64: {e}")))?
-            .len();
+            .map_err(|e| bad(format!("{at}.payload must be base64: {e}")))?;
+        let (zstd, encrypted) = (
+            self.payload_zstd.unwrap_or(false),
+            self.encrypted.unwrap_or(false),
+        );
+        // Delivered as the message's JSON body when it is JSON: then held to push's
+        // rules, or a consumer would decode a value push refuses (`1e400`, a lone
+        // surrogate, a duplicate key: which of the two does a reader keep?).
+        if !zstd
+            && !encrypted
+            && let Err(e) = crate::portable::check_if_json(&decoded)
+        {
+            return Err(bad(format!(
+                "{at}.payload decodes to JSON that is not portable: {e}"
+            )));
+        }
+        let payload_len = decoded.len();
         let delay_ms = self
             .delay_ms
             .ok_or_else(|| bad(format!("{at}.delayMs is required")))?;
@@ -130,8 +145,8 @@ impl TimerOpWire {
             delay_ms,
             txn: self.txn,
             partition,
-            zstd: self.payload_zstd.unwrap_or(false),
-            encrypted: self.encrypted.unwrap_or(false),
+            zstd,
+            encrypted,
         }))
     }
 }

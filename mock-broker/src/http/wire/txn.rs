@@ -20,6 +20,7 @@ use crate::engine::timers;
 use crate::engine::txn::{MAX_POSITIONS, Position, StepResult, Transaction, TxnOp, TxnOutcome};
 use crate::engine::txn_log::{Entry, Outcome, Part, Recent};
 use crate::error::EngineError;
+use crate::http::error::ApiError;
 use crate::store::records::AckMark;
 
 /// The body of `POST /api/v1/transaction`.
@@ -558,14 +559,10 @@ fn outcome(o: &Outcome) -> OutcomeWire<'_> {
             status: "rolled_back",
             ..Default::default()
         },
-        Outcome::Refused {
-            status,
-            code,
-            error,
-        } => OutcomeWire {
-            code: Some(code),
+        Outcome::Refused { refusal, error } => OutcomeWire {
+            code: Some(ApiError::status_of(*refusal).1),
             error: Some(error),
-            http_status: Some(*status),
+            http_status: Some(ApiError::status_of(*refusal).0.as_u16()),
             status: "refused",
             ..Default::default()
         },
