@@ -712,7 +712,10 @@ mod tests {
         // Cut at the reason's length limit inside a UUID, at any point after its
         // first group.
         assert_eq!(normalize("id \"01a246cb-b542-7000-a071-"), "id \"<uuid>");
-        assert_eq!(normalize("id 01a246cb-b636-7000-90b2-83656a7386"), "id <uuid>");
+        assert_eq!(
+            normalize("id 01a246cb-b636-7000-90b2-83656a7386"),
+            "id <uuid>"
+        );
         assert_eq!(normalize("queue \"cf-aaa1ede7"), "queue \"cf-<run>");
         assert_ne!(normalize("HTTP 200"), normalize("HTTP 400"));
     }

@@ -94,7 +94,7 @@ async fn at_the_cap_pushes_are_refused_and_reads_acks_and_deletes_go_on() {
     let (s, b) = h.get("/api/v1/dlq?queue=keep").await;
     assert!(s.is_success(), "{b}");
     let popped = h
-        .pop("/api/v1/pop/queue/keep?consumerGroup=g&batch=1")
+        .pop("/api/v1/pop/queue/keep?consumerGroup=g&subscriptionMode=all&batch=1")
         .await
         .expect("a message to pop");
     let msg = popped["messages"][0].clone();
@@ -118,7 +118,7 @@ async fn a_full_broker_refuses_a_transaction_that_pushes_but_applies_one_that_on
     let h = capped(4 * 1024, None).await;
     assert!(fill_up(&h, "in").await >= 1, "a message to take");
     let m1 = h
-        .pop("/api/v1/pop/queue/in?consumerGroup=g&batch=1")
+        .pop("/api/v1/pop/queue/in?consumerGroup=g&subscriptionMode=all&batch=1")
         .await
         .unwrap()["messages"][0]
         .clone();

@@ -1018,5 +1018,8 @@ fn a_message_group_without_a_status_reads_queen_2_engines_consumed_flag() {
         serde_json::json!({"name": "billing", "status": "processing", "deliveryAttempts": 2}),
     )
     .unwrap();
-    assert_eq!((g.status, g.delivery_attempts), (queen_sdk::MessageStatus::Processing, 2));
+    assert_eq!(
+        (g.status, g.delivery_attempts),
+        (queen_sdk::MessageStatus::Processing, 2)
+    );
 }

@@ -291,9 +291,9 @@ async fn main() -> ExitCode {
             commit(&r, ())
         ),
     );
+    // A KV step alone: a missing positions part must not stop the client's KV.
     let r = client
         .transaction()
-        .position(&q, &g, "Default", 5)
         .kv(|k| k.put(&ns, "after-unsupported", &json!(1), Ttl::days(1)))
         .commit()
         .await;
