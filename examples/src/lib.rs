@@ -36,6 +36,8 @@
 
 #![warn(missing_docs)]
 
+pub mod proof;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;

@@ -107,7 +107,9 @@ impl RetryPolicy {
         self
     }
 
-    /// Randomises delays so that many clients do not retry in step (on by default).
+    /// Randomises delays so that many clients do not retry in step (on by default): a
+    /// call's retries, and the pauses of a consumer's or worker's poll loop after a
+    /// failed pop. Off, both are the same on every run (a simulation that replays).
     ///
     /// ```
     /// use queen_sdk::RetryPolicy;
@@ -143,6 +145,11 @@ impl RetryPolicy {
     /// The first backoff delay.
     pub(crate) fn first_delay(&self) -> Duration {
         self.min_delay
+    }
+
+    /// Whether delays are jittered.
+    pub(crate) fn jittered(&self) -> bool {
+        self.jitter
     }
 
     /// The delays between attempts.

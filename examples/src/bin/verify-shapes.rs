@@ -36,10 +36,11 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
+use queen_examples::proof::ProofArgs;
 use queen_sdk::{AckStatus, Client, Delivery, Resend, StartAt, TransactionBuilder, Ttl};
 use queen_verify::{
-    Broker, Cli, CliError, FaultKind, FaultPlan, Input, Invariant, Outcome, ReplayCommand,
-    Resources, Route, State, Stop, Verdict, WorkerCheck,
+    Cli, CliError, FaultKind, FaultPlan, Input, Invariant, Outcome, ReplayCommand, Resources,
+    Route, State, Stop, Verdict, WorkerCheck,
 };
 use serde_json::json;
 
@@ -305,61 +306,20 @@ fn main() -> ExitCode {
         }
         Err(e) => return usage(&e),
     };
-    let (mut only, mut url): (Option<Vec<Shape>>, Option<String>) = (None, None);
-    let mut rest = cli.rest.iter();
-    while let Some(arg) = rest.next() {
-        let (flag, value) = match arg.split_once('=') {
-            Some((f, v)) => (f, Some(v.to_string())),
-            None => (arg.as_str(), rest.next().cloned()),
-        };
-        match (flag, value) {
-            ("--shape", Some(v)) => {
-                let mut shapes = Vec::new();
-                for name in v.split(',') {
-                    match Shape::parse(name.trim()) {
-                        Some(s) => shapes.push(s),
-                        None => return usage(&format!("--shape: no shape named {name:?}")),
-                    }
-                }
-                only = Some(shapes);
-            }
-            ("--url", Some(v)) => url = Some(v),
-            ("--shape" | "--url", None) => return usage(&format!("{flag} needs a value")),
-            _ => return usage(&format!("unknown argument {arg:?}")),
-        }
-    }
-    // Against a URL: each check resets what its worker writes on that broker.
-    let target = |shape: Shape, check: WorkerCheck| match &url {
-        Some(u) => {
-            let mut broker = Broker::url(u, shape.resources());
-            if let Ok(token) = std::env::var("QUEEN_TOKEN") {
-                broker = broker.token(token);
-            }
-            check.against(broker)
-        }
-        None => check,
+    let args = match ProofArgs::parse(&cli.rest, "--shape", Shape::parse) {
+        Ok(args) => args,
+        Err(e) => return usage(&e),
     };
-    let program = |shape: Shape| match &url {
-        Some(u) => format!("verify-shapes --shape {} --url {u}", shape.name()),
-        None => format!("verify-shapes --shape {}", shape.name()),
-    };
-    let schedules = match (cli.schedules, std::env::var(queen_verify::SCHEDULES_VAR)) {
-        (Some(n), _) => n,
-        (None, Ok(v)) => match v.trim().parse() {
-            Ok(n) => n,
-            Err(_) => {
-                return usage(&format!(
-                    "{}={v:?} is not a number of schedules",
-                    queen_verify::SCHEDULES_VAR
-                ));
-            }
-        },
-        (None, Err(_)) if url.is_some() => URL_SCHEDULES,
-        (None, Err(_)) => 100,
+    let target = |shape: Shape, check: WorkerCheck| args.target(check, shape.resources());
+    let program = |shape: Shape| args.program("verify-shapes", "--shape", shape.name());
+    let schedules = match args.schedules(&cli, 100, URL_SCHEDULES) {
+        Ok(n) => n,
+        Err(e) => return usage(&e),
     };
     if let Some(schedule) = &cli.replay {
-        let Some(&[shape]) = only.as_deref() else {
-            return usage(&"--replay needs one --shape: which worker's schedule it is");
+        let shape = match args.one("--shape") {
+            Ok(s) => *s,
+            Err(e) => return usage(&e),
         };
         let verdict = cli.verdict(&cli.configure(target(shape, shape.check(1))));
         println!("{}: replay of {schedule}", shape.name());
@@ -371,16 +331,10 @@ fn main() -> ExitCode {
         "verify-shapes: {} inputs in batches of 5, 2 replicas, answers of committed steps lost; {schedules} schedules from seed {:#x}, {}",
         total(),
         cli.seed.unwrap_or(SEED),
-        match &url {
-            Some(u) => format!("against the broker at {u} through a fault proxy"),
-            None => "each on a fresh in-process broker".to_string(),
-        }
+        args.where_()
     );
     let mut outcome = Outcome::Proven;
-    for shape in Shape::ALL
-        .into_iter()
-        .filter(|s| only.as_ref().is_none_or(|o| o.contains(s)))
-    {
+    for shape in Shape::ALL.into_iter().filter(|s| args.runs(s)) {
         let check = cli.configure(target(shape, shape.check(schedules)));
         let verdict = cli.verdict(&check);
         let as_expected = report(shape, &verdict, &check, &program(shape));
@@ -392,7 +346,7 @@ fn main() -> ExitCode {
     }
     println!(
         "{} ({:.1} s in all)",
-        match (outcome, &only) {
+        match (outcome, &args.only) {
             (Outcome::Proven, None) => "result: every shape proven; the unsafe one caught",
             (Outcome::Proven, Some(_)) => "result: as expected",
             _ => "result: FAILED",

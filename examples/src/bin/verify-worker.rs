@@ -35,10 +35,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use queen_examples::proof::ProofArgs;
 use queen_sdk::{Client, Message, PushItem, StartAt, TransactionBuilder, Ttl};
 use queen_verify::{
-    Broker, Cli, CliError, Input, Invariant, Outcome, ReplayCommand, Resources, State, Stop,
-    Verdict, WorkerCheck,
+    Cli, CliError, Input, Invariant, Outcome, ReplayCommand, Resources, State, Stop, Verdict,
+    WorkerCheck,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -367,7 +368,7 @@ impl Which {
 }
 
 const USAGE: &str = "usage: verify-worker [--worker order|fresh-ids|unfenced] [--url URL] [--seed N] [--schedules N] [--replay SCHEDULE]
-  --worker NAME       run one check (default: all three)
+  --worker NAMES      run these checks, comma-separated (default: all three)
   --url URL           run against the broker at URL through a fault proxy (QUEEN_TOKEN: its
                       token); before each schedule it resets what the workers write there";
 
@@ -387,65 +388,24 @@ fn main() -> ExitCode {
         }
         Err(e) => return usage(&e),
     };
-    let (mut only, mut url) = (None, None);
-    let mut rest = cli.rest.iter();
-    while let Some(arg) = rest.next() {
-        let (flag, value) = match arg.split_once('=') {
-            Some((f, v)) => (f, Some(v.to_string())),
-            None => (arg.as_str(), rest.next().cloned()),
-        };
-        match flag {
-            "--worker" => match value.as_deref().and_then(Which::parse) {
-                Some(w) => only = Some(w),
-                None => {
-                    return usage(&format!(
-                        "--worker takes order, fresh-ids or unfenced, not {value:?}"
-                    ));
-                }
-            },
-            "--url" => match value {
-                Some(v) => url = Some(v),
-                None => return usage(&"--url needs a value"),
-            },
-            _ => return usage(&format!("unknown argument {arg:?}")),
-        }
-    }
-    // Against a URL: each check resets what its worker writes on that broker.
-    let target = |which: Which, check: WorkerCheck| match &url {
-        Some(u) => {
-            let mut broker = Broker::url(u, which.resources());
-            if let Ok(token) = std::env::var("QUEEN_TOKEN") {
-                broker = broker.token(token);
-            }
-            check.against(broker)
-        }
-        None => check,
+    let args = match ProofArgs::parse(&cli.rest, "--worker", Which::parse) {
+        Ok(args) => args,
+        Err(e) => return usage(&e),
     };
+    let target = |which: Which, check: WorkerCheck| args.target(check, which.resources());
     // The command that replays one of this run's schedules.
-    let program = |which: Which| match &url {
-        Some(u) => format!("verify-worker --worker {} --url {u}", which.flag()),
-        None => format!("verify-worker --worker {}", which.flag()),
-    };
-    let schedules = match (cli.schedules, std::env::var(queen_verify::SCHEDULES_VAR)) {
-        (Some(n), _) => n,
-        (None, Ok(v)) => match v.trim().parse() {
-            Ok(n) => n,
-            Err(_) => {
-                return usage(&format!(
-                    "{}={v:?} is not a number of schedules",
-                    queen_verify::SCHEDULES_VAR
-                ));
-            }
-        },
-        (None, Err(_)) if url.is_some() => URL_SCHEDULES,
-        (None, Err(_)) => 500,
+    let program = |which: Which| args.program("verify-worker", "--worker", which.flag());
+    let schedules = match args.schedules(&cli, 500, URL_SCHEDULES) {
+        Ok(n) => n,
+        Err(e) => return usage(&e),
     };
     let started = Instant::now();
 
     // One schedule, as a report printed it: its run and its outcome (1: it failed).
     if let Some(schedule) = &cli.replay {
-        let Some(which) = only else {
-            return usage(&"--replay needs --worker: which worker's schedule it is");
+        let which = match args.one("--worker") {
+            Ok(w) => *w,
+            Err(e) => return usage(&e),
         };
         let verdict = cli.verdict(&cli.configure(target(which, which.check(1))));
         println!("{}: replay of {schedule}", which.title());
@@ -457,16 +417,10 @@ fn main() -> ExitCode {
         "verify-worker: {} orders, {REPLICAS} worker replicas, {schedules} fault schedules from seed {:#x}, {}",
         ORDERS.len(),
         cli.seed.unwrap_or(SEED),
-        match &url {
-            Some(u) => format!("against the broker at {u} through a fault proxy"),
-            None => "each on a fresh in-process broker".to_string(),
-        }
+        args.where_()
     );
     let mut outcome = Outcome::Proven;
-    for which in Which::ALL
-        .into_iter()
-        .filter(|w| only.is_none_or(|o| o == *w))
-    {
+    for which in Which::ALL.into_iter().filter(|w| args.runs(w)) {
         let check = cli.configure(target(which, which.check(schedules)));
         let check = match (which, cli.schedules) {
             // A broken worker's count only bounds the search for it.
@@ -508,7 +462,7 @@ fn main() -> ExitCode {
     }
     println!(
         "{} ({:.1} s in all)",
-        match (outcome, only) {
+        match (outcome, &args.only) {
             (Outcome::Proven, None) =>
                 "result: the order worker passed; both broken workers were caught",
             (Outcome::Proven, Some(_)) => "result: as expected",

@@ -120,12 +120,18 @@ impl Poller {
                 let delay = self
                     .backoff
                     .get_or_insert_with(|| {
-                        ExponentialBuilder::default()
+                        // Jittered unless the policy says not to (`jitter(false)`: a
+                        // test, or a simulation that replays the same delays).
+                        let b = ExponentialBuilder::default()
                             .with_min_delay(policy.first_delay())
                             .with_max_delay(MAX_BACKOFF)
-                            .with_jitter()
-                            .without_max_times()
-                            .build()
+                            .without_max_times();
+                        if policy.jittered() {
+                            b.with_jitter()
+                        } else {
+                            b
+                        }
+                        .build()
                     })
                     .next()
                     .unwrap_or(MAX_BACKOFF);
