@@ -17,7 +17,7 @@ use crate::store::{StoreError, T, Tx};
 pub const KEEP_SECONDS: u64 = 120;
 
 /// A new request id: a UUIDv7, so records sort by their millisecond and old ones purge
-/// as a range (its other bits are random, as every minted id's: [`super::ids`]).
+/// as a range (its other bits are random, as every minted id's: see `engine::ids`).
 pub fn new_id() -> String {
     super::ids::transaction_id()
 }

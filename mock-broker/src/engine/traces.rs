@@ -7,7 +7,7 @@
 //!
 //! - `(tenant, "m", partition id, transactionId, trace id)` holds the event: every
 //!   trace of one message, oldest first (trace ids are UUIDv7s that sort as minted within a tenant:
-//!   [`super::ids::TraceIds`]);
+//!   `engine::ids::TraceIds`);
 //! - `(tenant, "n", name, trace id)` points back to it: every trace carrying a name.
 //!
 //! A trace outlives its message (retention or a queue deletion does not remove it):

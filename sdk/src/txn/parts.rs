@@ -98,7 +98,7 @@ impl TransactionBuilder {
     /// Adds one KV operation built by `f` from [`Kv`] (any operation's builder: it
     /// converts into a [`KvOp`]). A write takes its expiry as an argument ([`Ttl`]); a
     /// key may be written once per transaction. A `required` operation is a gate: if it
-    /// does not apply, the step answers [`Commit::Gated`] (kind
+    /// does not apply, the step answers [`Commit::Gated`](crate::Commit::Gated) (kind
     /// [`GateKind::Condition`]) and writes nothing.
     ///
     /// ```
@@ -128,7 +128,7 @@ impl TransactionBuilder {
     }
 
     /// Gates the step on a marker: `putIfAbsent` of `true` with `required`. A second
-    /// run of the same step answers [`Commit::Gated`] (its [`Gate::already_done`]) and
+    /// run of the same step answers [`Commit::Gated`](crate::Commit::Gated) (its [`Gate::already_done`](crate::Gate::already_done)) and
     /// writes nothing. The broker names the first gate that fails in the order the KV
     /// operations were added, so put `once` before the step's other gates (a stock
     /// condition its first run changed would otherwise answer first, as a refusal).
@@ -137,7 +137,7 @@ impl TransactionBuilder {
     /// for duplicates a producer may send at any time).
     /// What the broker checks before the KV operations fires first, though: a fenced
     /// ack whose lease is gone (`rejected_ack`) or a push whose `transactionId` is
-    /// already stored (`duplicate`) rolls the step back as [`Error::RolledBack`].
+    /// already stored (`duplicate`) rolls the step back as [`Error::RolledBack`](crate::Error::RolledBack).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -262,7 +262,7 @@ impl TransactionBuilder {
     }
 
     /// Commits only while `lock` is still held: a `required` check of the lock row's
-    /// version, so a lost lock answers [`Commit::Gated`] and writes nothing.
+    /// version, so a lost lock answers [`Commit::Gated`](crate::Commit::Gated) and writes nothing.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
