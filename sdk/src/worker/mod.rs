@@ -49,6 +49,7 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 /// |---|---|
 /// | the step commits | done |
 /// | a [`once`](TransactionBuilder::once) marker exists ([`Gate::already_done`]), or a `duplicate` rollback | the step was done before: the message is acked `completed` on its own |
+/// | the SDK's step marker gated a resend ([`GateKind::Step`](crate::GateKind::Step): the first attempt's answer was lost) | the step committed, its ack with it: counted as already done, nothing more acked |
 /// | another gate refused the step (a lock's [`guard`](TransactionBuilder::guard) that lapsed, a `required` condition that failed: [`crate::Commit::Gated`]) | handed to [`Worker::on_refused`], whose step is committed instead; without one, acked `failed` with the gate as the reason (so it comes back, and the retry limit dead-letters it); counted as refused, never as done |
 /// | a step done before whose own ack was not `completed` (a rejection acked `failed` or `dlq`, run again: its push is a duplicate) | the message is acked as that step said, not `completed` |
 /// | the broker refuses a step or an ack for good (401, 403) | nothing applied: the worker stops with a [`WorkerError`] (as for a refused pop), the message left to its lease |
