@@ -1776,7 +1776,7 @@ fn unrouted() -> BoxedStrategy<Case> {
     const PATHS: &[&str] = &[
         "/api/v1/nothing-here", "/api/v2/push", "/API/V1/PUSH", "/api/v1/push/", "//api/v1/push",
         "/api/v1/pop/queue/", "/api/v1/kv/ns/k/extra", "/api/v1/./push", "/api/v1/../v1/push",
-        "/%2e%2e/%2e%2e/etc/passwd", "/api/v1/push%00", "/api/v1/%FF", "/health/..", "/", "*",
+        "/%2e%2e/%2e%2e/etc/passwd", "/api/v1/push%00", "/api/v1/%FF", "/health/..", "/nope", "*",
     ];
     #[rustfmt::skip]
     const WRONG: &[(&str, &str)] = &[
