@@ -2,7 +2,59 @@
 //! [`queen_verify::Cli`]'s own flags: which of their checks to run, a broker by URL to
 //! run them against, and the number of schedules.
 
-use queen_verify::{Broker, Cli, Resources, WorkerCheck};
+use std::fmt::Display;
+use std::process::ExitCode;
+
+use queen_verify::{Broker, Cli, CliError, Outcome, Resources, WorkerCheck};
+
+/// A proof program's command line, read once: [`Cli`]'s flags, the program's own
+/// ([`ProofArgs`]) and the schedules to run ([`ProofArgs::schedules`]).
+#[derive(Debug)]
+pub struct Proof<T> {
+    /// `--seed`, `--schedules`, `--replay`.
+    pub cli: Cli,
+    /// The checks picked and the broker URL.
+    pub args: ProofArgs<T>,
+    /// The schedules to run.
+    pub schedules: usize,
+}
+
+impl<T: PartialEq> Proof<T> {
+    /// Reads the process's command line. `--help` prints `usage` (then [`Cli`]'s own)
+    /// and answers exit code 0; a mistake prints itself with them and answers 2 (could
+    /// not run). `local` and `by_url` are the default schedule counts.
+    pub fn from_env(
+        usage: &str,
+        pick: &str,
+        parse: impl Fn(&str) -> Option<T>,
+        local: usize,
+        by_url: usize,
+    ) -> Result<Self, ExitCode> {
+        let cli = match Cli::from_env() {
+            Ok(cli) => cli,
+            Err(CliError::Help) => {
+                println!("{usage}\n{}", queen_verify::USAGE);
+                return Err(ExitCode::SUCCESS);
+            }
+            Err(e) => return Err(usage_error(usage, &e)),
+        };
+        let args = ProofArgs::parse(&cli.rest, pick, parse).map_err(|e| usage_error(usage, &e))?;
+        let schedules = args
+            .schedules(&cli, local, by_url)
+            .map_err(|e| usage_error(usage, &e))?;
+        Ok(Proof {
+            cli,
+            args,
+            schedules,
+        })
+    }
+}
+
+/// Prints `e` with `usage` (and [`Cli`]'s own) to stderr; answers exit code 2.
+pub fn usage_error(usage: &str, e: &dyn Display) -> ExitCode {
+    eprintln!("{e}\n{usage}\n{}", queen_verify::USAGE);
+    ExitCode::from(Outcome::CouldNotRun.code())
+}
 
 /// A proof program's own flags: `--<pick> NAME[,NAME...]` (the checks to run) and
 /// `--url URL` (against the broker there, through a fault proxy).

@@ -36,11 +36,11 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use queen_examples::proof::ProofArgs;
+use queen_examples::proof::{Proof, usage_error};
 use queen_sdk::{AckStatus, Client, Delivery, Resend, StartAt, TransactionBuilder, Ttl};
 use queen_verify::{
-    Cli, CliError, FaultKind, FaultPlan, Input, Invariant, Outcome, ReplayCommand, Resources,
-    Route, State, Stop, Verdict, WorkerCheck,
+    FaultKind, FaultPlan, Input, Invariant, Outcome, ReplayCommand, Resources, Route, State, Stop,
+    Verdict, WorkerCheck,
 };
 use serde_json::json;
 
@@ -294,28 +294,17 @@ const USAGE: &str = "usage: verify-shapes [--shape NAME[,NAME...]] [--url URL] [
 const URL_SCHEDULES: usize = 10;
 
 fn main() -> ExitCode {
-    let usage = |e: &dyn std::fmt::Display| {
-        eprintln!("{e}\n{USAGE}\n{}", queen_verify::USAGE);
-        ExitCode::from(Outcome::CouldNotRun.code())
+    let Proof {
+        cli,
+        args,
+        schedules,
+    } = match Proof::from_env(USAGE, "--shape", Shape::parse, 100, URL_SCHEDULES) {
+        Ok(p) => p,
+        Err(code) => return code,
     };
-    let cli = match Cli::from_env() {
-        Ok(cli) => cli,
-        Err(CliError::Help) => {
-            println!("{USAGE}\n{}", queen_verify::USAGE);
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => return usage(&e),
-    };
-    let args = match ProofArgs::parse(&cli.rest, "--shape", Shape::parse) {
-        Ok(args) => args,
-        Err(e) => return usage(&e),
-    };
+    let usage = |e: &dyn std::fmt::Display| usage_error(USAGE, e);
     let target = |shape: Shape, check: WorkerCheck| args.target(check, shape.resources());
     let program = |shape: Shape| args.program("verify-shapes", "--shape", shape.name());
-    let schedules = match args.schedules(&cli, 100, URL_SCHEDULES) {
-        Ok(n) => n,
-        Err(e) => return usage(&e),
-    };
     if let Some(schedule) = &cli.replay {
         let shape = match args.one("--shape") {
             Ok(s) => *s,

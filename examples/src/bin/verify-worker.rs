@@ -35,11 +35,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use queen_examples::proof::ProofArgs;
+use queen_examples::proof::{Proof, usage_error};
 use queen_sdk::{Client, Message, PushItem, StartAt, TransactionBuilder, Ttl};
 use queen_verify::{
-    Cli, CliError, Input, Invariant, Outcome, ReplayCommand, Resources, State, Stop, Verdict,
-    WorkerCheck,
+    Input, Invariant, Outcome, ReplayCommand, Resources, State, Stop, Verdict, WorkerCheck,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -376,29 +375,18 @@ const USAGE: &str = "usage: verify-worker [--worker order|fresh-ids|unfenced] [-
 const URL_SCHEDULES: usize = 20;
 
 fn main() -> ExitCode {
-    let usage = |e: &dyn std::fmt::Display| {
-        eprintln!("{e}\n{USAGE}\n{}", queen_verify::USAGE);
-        ExitCode::from(Outcome::CouldNotRun.code())
+    let Proof {
+        cli,
+        args,
+        schedules,
+    } = match Proof::from_env(USAGE, "--worker", Which::parse, 500, URL_SCHEDULES) {
+        Ok(p) => p,
+        Err(code) => return code,
     };
-    let cli = match Cli::from_env() {
-        Ok(cli) => cli,
-        Err(CliError::Help) => {
-            println!("{USAGE}\n{}", queen_verify::USAGE);
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => return usage(&e),
-    };
-    let args = match ProofArgs::parse(&cli.rest, "--worker", Which::parse) {
-        Ok(args) => args,
-        Err(e) => return usage(&e),
-    };
+    let usage = |e: &dyn std::fmt::Display| usage_error(USAGE, e);
     let target = |which: Which, check: WorkerCheck| args.target(check, which.resources());
     // The command that replays one of this run's schedules.
     let program = |which: Which| args.program("verify-worker", "--worker", which.flag());
-    let schedules = match args.schedules(&cli, 500, URL_SCHEDULES) {
-        Ok(n) => n,
-        Err(e) => return usage(&e),
-    };
     let started = Instant::now();
 
     // One schedule, as a report printed it: its run and its outcome (1: it failed).
