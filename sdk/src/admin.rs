@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! # async fn demo(client: queen_sdk::Client) -> queen_sdk::Result<()> {
-//! use std::time::Duration;
+//! use std::time::{Duration, SystemTime, UNIX_EPOCH};
 //! use queen_sdk::{DlqQuery, QueueOptions, SeekTo};
 //!
 //! let stored = client
@@ -19,7 +19,7 @@
 //! # Ok(()) }
 //! ```
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hyper::Method;
 use serde::de::DeserializeOwned;
@@ -30,6 +30,7 @@ use crate::client::{Client, Opts, Replay};
 use crate::error::{Error, Result};
 use crate::json::render;
 use crate::message::decode;
+use crate::time::rfc3339;
 use crate::validate;
 
 /// The options to set on a queue ([`Client::configure`], `wire.md` section 2): a builder
@@ -618,24 +619,35 @@ pub struct DlqPage<T = Value> {
 /// # async fn main() -> anyhow::Result<()> {
 /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
 /// # let client = queen_sdk::Client::new(broker.url())?;
+/// use std::time::{Duration, SystemTime};
 /// use queen_sdk::{PushItem, SeekTo, SubscriptionMode};
 /// client.push(vec![PushItem::new("orders", &"old")]).await?;
 /// let audit = || client.pop::<String>("orders").group("audit").subscription(SubscriptionMode::All);
 /// client.seek("audit", "orders", SeekTo::End).await?; // skip the backlog
 /// assert!(audit().send().await?.is_empty());
-/// client.seek("audit", "orders", SeekTo::Time("2020-01-01T00:00:00Z".into())).await?; // replay it
+/// let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+/// client.seek("audit", "orders", SeekTo::Time(an_hour_ago)).await?; // replay the last hour
 /// assert_eq!(audit().send().await?[0].data, "old");
+/// client.seek("audit", "orders", SeekTo::Beginning).await?; // or everything still stored
 /// # broker.shutdown().await;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// A replay delivers each message again, and a step run again finds its derived push
+/// ids and `once` markers from the first run: it settles as already done. To run the
+/// corrected step for real, give the worker a new [`Epoch`](crate::Epoch) as you seek.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SeekTo {
+    /// To the first message still stored (`{"timestamp": "1970-01-01T00:00:00.000Z"}`:
+    /// Queen 2's seek has no word for it): the group reads the whole stored log again.
+    Beginning,
     /// Past every stored message: the group reads only what arrives next.
     End,
-    /// To the first message stored at or after this ISO-8601 time
-    /// (`2026-10-02T09:14:03Z`).
-    Time(String),
+    /// To the first message stored at or after this time (sent as RFC 3339 UTC with
+    /// milliseconds; a time before 1970 as the Unix epoch).
+    Time(SystemTime),
 }
 
 impl Client {
@@ -816,7 +828,7 @@ impl Client {
     /// # let client = queen_sdk::Client::new(broker.url())?;
     /// use queen_sdk::{PushItem, SeekTo};
     /// # client.push(vec![PushItem::new("orders", &1).partition("a"), PushItem::new("orders", &2).partition("b")]).await?;
-    /// let moved = client.seek("billing", "orders", SeekTo::Time("2026-10-02T00:00:00Z".into())).await?;
+    /// let moved = client.seek("billing", "orders", SeekTo::Beginning).await?;
     /// assert_eq!(moved, 2); // both partitions
     /// # broker.shutdown().await;
     /// # Ok(())
@@ -868,7 +880,8 @@ impl Client {
     async fn seek_at(&self, path: &str, to: SeekTo) -> Result<u64> {
         let body = match to {
             SeekTo::End => json!({ "toEnd": true }),
-            SeekTo::Time(t) => json!({ "timestamp": t }),
+            SeekTo::Beginning => json!({ "timestamp": rfc3339(UNIX_EPOCH) }),
+            SeekTo::Time(t) => json!({ "timestamp": rfc3339(t) }),
         };
         let answer = self.post(path, render(&body)?, Replay::Safe).await?;
         let b = answer.value()?;

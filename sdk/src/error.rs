@@ -337,8 +337,9 @@ impl Error {
     /// # async fn main() -> anyhow::Result<()> {
     /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
     /// # let client = queen_sdk::Client::new(broker.url())?;
-    /// use queen_sdk::SeekTo;
-    /// let err = client.seek("billing", "orders", SeekTo::Time("yesterday".into())).await.unwrap_err();
+    /// use queen_sdk::QueueOptions;
+    /// let three = QueueOptions::new().option("retryLimit", "three"); // not a number
+    /// let err = client.configure("orders", three).await.unwrap_err();
     /// assert_eq!(err.code(), Some("bad_request"));
     /// # broker.shutdown().await;
     /// # Ok(())
@@ -358,8 +359,9 @@ impl Error {
     /// # async fn main() -> anyhow::Result<()> {
     /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
     /// # let client = queen_sdk::Client::new(broker.url())?;
-    /// use queen_sdk::SeekTo;
-    /// let err = client.seek("billing", "orders", SeekTo::Time("yesterday".into())).await.unwrap_err();
+    /// use queen_sdk::QueueOptions;
+    /// let three = QueueOptions::new().option("retryLimit", "three"); // not a number
+    /// let err = client.configure("orders", three).await.unwrap_err();
     /// assert_eq!(err.status(), Some(400)); // a 4xx is never retried
     /// # broker.shutdown().await;
     /// # Ok(())

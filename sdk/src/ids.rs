@@ -12,6 +12,11 @@ const NAMESPACE: Uuid = Uuid::from_bytes([
 /// Derives a stable id (a UUIDv5) from caller-chosen parts. The parts are
 /// length-prefixed, so `["ab", "c"]` and `["a", "bc"]` differ.
 ///
+/// As a push's `transactionId`, it makes a second push a duplicate only within the
+/// queue's dedup window (`dedupWindowSeconds`, default 3600 s; see
+/// [`Worker::past_dedup_window`](crate::Worker::past_dedup_window) for every guard's
+/// reach). To process again on purpose, derive in a new epoch ([`crate::Epoch::derive_id`]).
+///
 /// ```
 /// use queen_sdk::derive_id;
 /// let a = derive_id(&["order-7", "receipt"]);

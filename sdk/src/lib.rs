@@ -107,6 +107,7 @@ mod admin;
 mod auth;
 mod client;
 mod consume;
+mod epoch;
 mod error;
 mod ids;
 mod json;
@@ -115,6 +116,7 @@ pub mod locks;
 mod message;
 mod operator;
 mod retry;
+mod time;
 mod timers;
 mod transport;
 mod txn;
@@ -127,6 +129,7 @@ pub use admin::{
 pub use auth::{TokenError, TokenFuture, TokenProvider};
 pub use client::{Client, ClientBuilder};
 pub use consume::{Consume, Deliveries, Delivery, StartAt, Undecodable};
+pub use epoch::{Epoch, MAX_EPOCH_BYTES};
 pub use error::{Capability, Error, Result, RollbackReason};
 pub use ids::derive_id;
 pub use kv::{
@@ -151,7 +154,9 @@ pub use txn::{
     PushResult, Resend, STEP_MARKER_NS, StepResult, TimerResult, TimerStatus, TransactionBuilder,
     Ttl,
 };
-pub use worker::{ErrorKind, Outcome, Stopped, Summary, Worker, WorkerError, WorkerErrorKind};
+pub use worker::{
+    ErrorKind, Outcome, PastWindow, Stopped, Summary, Worker, WorkerError, WorkerErrorKind,
+};
 
 /// The README's examples, compiled as doctests so that the code a reader copies builds.
 #[cfg(doctest)]

@@ -296,11 +296,7 @@ async fn run(env: &Env) -> anyhow::Result<()> {
     // 3. A redelivery: the group is rewound (an operator replays the queue, or a worker
     //    crashed after committing but its cursor was restored), and the event comes back.
     let rewound = client
-        .seek(
-            GROUP,
-            &n.orders,
-            SeekTo::Time("2000-01-01T00:00:00Z".into()),
-        )
+        .seek(GROUP, &n.orders, SeekTo::Beginning)
         .await
         .context("seeking the group back")?;
     println!(

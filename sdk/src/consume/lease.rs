@@ -8,17 +8,26 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::client::Client;
+use crate::epoch::Epoch;
 
 /// Extends one batch's lease until every holder of it is gone; says when it is lost.
 #[derive(Debug)]
 pub(crate) struct LeaseKeeper {
     /// The client its batch was popped with: a delivery's step is built on it.
     pub(crate) client: Client,
+    /// The epoch its deliveries' steps run in ([`crate::Epoch`]).
+    pub(crate) epoch: Option<Epoch>,
     task: Option<JoinHandle<()>>,
     lost: watch::Sender<bool>,
 }
 
 impl LeaseKeeper {
+    /// The same keeper, its deliveries' steps run in `epoch`.
+    pub(crate) fn in_epoch(mut self, epoch: Option<Epoch>) -> LeaseKeeper {
+        self.epoch = epoch;
+        self
+    }
+
     /// Starts renewing `lease_id` (popped just now for `lease`) about every third of
     /// `lease`. An empty id (an `autoAck` delivery) has nothing to renew.
     pub(crate) fn start(client: Client, lease_id: String, lease: Duration) -> LeaseKeeper {
@@ -26,6 +35,7 @@ impl LeaseKeeper {
         if lease_id.is_empty() {
             return LeaseKeeper {
                 client,
+                epoch: None,
                 task: None,
                 lost,
             };
@@ -65,6 +75,7 @@ impl LeaseKeeper {
         });
         LeaseKeeper {
             client: owner,
+            epoch: None,
             task: Some(task),
             lost,
         }

@@ -25,6 +25,8 @@ use serde::de::DeserializeOwned;
 pub use decode::Undecodable;
 pub(crate) use decode::decode as decode_payload;
 use lease::LeaseKeeper;
+
+use crate::epoch::Epoch;
 use poll::{PollSpec, Polled, Poller, RawMessage};
 pub use start::StartAt;
 
@@ -133,6 +135,7 @@ impl Client {
                 wait: DEFAULT_WAIT,
                 lease: DEFAULT_LEASE,
                 start: None,
+                epoch: None,
             },
             undecodable: Undecodable::DeadLetter,
             _t: PhantomData,
@@ -221,6 +224,32 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
     /// ```
     pub fn wait(mut self, d: Duration) -> Self {
         self.spec.wait = d.max(Duration::from_millis(100));
+        self
+    }
+
+    /// Runs each delivery's [`step`](Delivery::step) in `epoch` ([`Epoch`]): after a
+    /// fix, seek the group back and consume in a new epoch, and each replayed step
+    /// produces its outputs again, once.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// # client.push(vec![queen_sdk::PushItem::new("orders", &serde_json::json!({"id": "o-7"}))]).await?;
+    /// use futures::StreamExt;
+    /// use queen_sdk::{Epoch, Ttl};
+    /// let fix = Epoch::new("fix-1")?;
+    /// let mut orders = client.consume::<serde_json::Value>("orders").epoch(&fix).stream();
+    /// let order = orders.next().await.expect("the stream never ends")?;
+    /// let body = order.step().once("invoiced", "o-7", Ttl::days(1)).to_body()?;
+    /// assert_eq!(body["kv"][0]["key"], "o-7@fix-1");
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn epoch(mut self, epoch: &Epoch) -> Self {
+        self.spec.epoch = Some(epoch.clone());
         self
     }
 
@@ -324,6 +353,7 @@ impl<T: DeserializeOwned + Send + 'static> Consume<T> {
     pub fn stream(self) -> Deliveries<T> {
         Deliveries {
             lease: self.spec.lease,
+            epoch: self.spec.epoch.clone(),
             queue: self.spec.queue.clone(),
             undecodable: self.undecodable,
             poller: Some(Box::new(Poller::new(self.client, self.spec))),
@@ -371,6 +401,8 @@ type Work = Pin<Box<dyn Future<Output = Event> + Send>>;
 #[must_use = "streams do nothing unless polled"]
 pub struct Deliveries<T> {
     lease: Duration,
+    /// The epoch each delivery's step runs in.
+    epoch: Option<Epoch>,
     queue: String,
     undecodable: Undecodable,
     /// `None` while a poll holds it.
@@ -482,11 +514,10 @@ impl<T: DeserializeOwned + Send + 'static> Stream for Deliveries<T> {
                     match polled {
                         Polled::Batch(msgs) => {
                             if let Some(first) = msgs.first() {
-                                let keeper = Arc::new(LeaseKeeper::start(
-                                    client,
-                                    first.lease_id.clone(),
-                                    this.lease,
-                                ));
+                                let keeper = Arc::new(
+                                    LeaseKeeper::start(client, first.lease_id.clone(), this.lease)
+                                        .in_epoch(this.epoch.clone()),
+                                );
                                 this.buffer
                                     .extend(msgs.into_iter().map(|m| (m, Arc::clone(&keeper))));
                             }
@@ -712,7 +743,7 @@ impl<T> Delivery<T> {
     /// # }
     /// ```
     pub fn step(&self) -> crate::TransactionBuilder {
-        self.keeper.client.transaction().ack(&self.msg)
+        self.step_with(crate::AckStatus::Completed)
     }
 
     /// A transaction that acks this message with `status` (`failed` to have it
@@ -736,6 +767,11 @@ impl<T> Delivery<T> {
     /// # }
     /// ```
     pub fn step_with(&self, status: crate::AckStatus) -> crate::TransactionBuilder {
-        self.keeper.client.transaction().ack_with(&self.msg, status)
+        let step = self.keeper.client.transaction();
+        match &self.keeper.epoch {
+            Some(epoch) => step.epoch(epoch),
+            None => step,
+        }
+        .ack_with(&self.msg, status)
     }
 }

@@ -9,6 +9,7 @@ use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use serde_json::value::RawValue;
 
 use crate::client::Client;
+use crate::epoch::Epoch;
 use crate::error::Error;
 use crate::message::Message;
 
@@ -32,6 +33,8 @@ pub(crate) struct PollSpec {
     pub lease: Duration,
     /// Where a new group starts; sent with every pop of a named group.
     pub start: Option<StartAt>,
+    /// The epoch each delivery's step runs in.
+    pub epoch: Option<Epoch>,
 }
 
 /// What one poll came to.

@@ -664,7 +664,6 @@ impl KvOp {
         }
     }
 
-    /// The key it writes, if it writes one.
     /// The length of the value it writes, as rendered (0 without one).
     pub(crate) fn value_len(&self) -> usize {
         match self {
@@ -674,6 +673,17 @@ impl KvOp {
         }
     }
 
+    /// The value it writes, as rendered (`None` without one, or one that did not
+    /// serialise).
+    pub(crate) fn written_value(&self) -> Option<&RawValue> {
+        match self {
+            KvOp::Put(Put { value: Ok(v), .. })
+            | KvOp::PutIfAbsent(PutIfAbsent { value: Ok(v), .. }) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The key it writes, if it writes one.
     pub(crate) fn written_key(&self) -> Option<&str> {
         match self {
             KvOp::Put(_) | KvOp::PutIfAbsent(_) | KvOp::Delete(_) | KvOp::Incr(_) => self.key(),
@@ -773,6 +783,14 @@ impl KvOp {
             KvOp::PutIfAbsent(_) => {}
         }
         Ok(wire)
+    }
+}
+
+impl<'a> KvWire<'a> {
+    /// The same operation on another key (a `once` marker's key in an epoch).
+    pub(crate) fn with_key(mut self, key: &'a str) -> Self {
+        self.key = Some(key);
+        self
     }
 }
 

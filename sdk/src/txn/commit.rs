@@ -100,7 +100,11 @@ impl TransactionBuilder {
                 (_, index) => {
                     let index = index.unwrap_or(kv_slot);
                     let op = self.kv.get(index).map(|(op, kind)| (op, *kind));
-                    Gate::of(slot, index, op, reason, version, value)
+                    let mut gate = Gate::of(slot, index, op, reason, version, value);
+                    if let (GateKind::Once, Some(e)) = (gate.kind, &self.epoch) {
+                        gate.key = e.marker_key(&gate.key); // the key it is stored under
+                    }
+                    gate
                 }
             }
         })?;

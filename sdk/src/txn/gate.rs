@@ -76,8 +76,10 @@ impl fmt::Display for KvReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum GateKind {
-    /// [`TransactionBuilder::once`](crate::TransactionBuilder::once): refused because
-    /// the marker exists, the step was done before.
+    /// [`TransactionBuilder::once`](crate::TransactionBuilder::once) or
+    /// [`once_as`](crate::TransactionBuilder::once_as): refused because the marker
+    /// exists: the step was done before, or, for `once_as`, another outcome set it
+    /// ([`Gate::lost_to`]).
     Once,
     /// [`TransactionBuilder::guard`](crate::TransactionBuilder::guard): refused because
     /// the lock is no longer held (it lapsed, or was released or taken over).
@@ -137,8 +139,11 @@ pub struct Gate {
     pub reason: KvReason,
     /// The row's current version, if it exists.
     pub version: Option<u64>,
-    /// The row's current value, if it exists.
+    /// The row's current value, if it exists (for a [`once_as`](crate::TransactionBuilder::once_as)
+    /// marker, the outcome that set it).
     pub value: Option<Value>,
+    /// The outcome this step's own `once_as` marker would have stored.
+    claimed: Option<Value>,
 }
 
 impl Gate {
@@ -163,7 +168,39 @@ impl Gate {
     /// # }
     /// ```
     pub fn already_done(&self) -> bool {
-        matches!(self.kind, GateKind::Once | GateKind::Step) && self.reason == KvReason::Exists
+        matches!(self.kind, GateKind::Once | GateKind::Step)
+            && self.reason == KvReason::Exists
+            && self.lost_to().is_none()
+    }
+
+    /// The outcome that won, when this step's [`once_as`](crate::TransactionBuilder::once_as)
+    /// marker was refused because another outcome set it first: the stored value, which
+    /// differs from this step's. `None` for any other gate (a plain
+    /// [`once`](crate::TransactionBuilder::once) claims no outcome), for a marker this
+    /// step's own outcome set (it is [`already_done`](Gate::already_done)), and when the
+    /// broker did not send the stored value.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{Commit, Ttl};
+    /// let decide = |outcome: &'static str| client.transaction().once_as("outcome", "order-7", &outcome, Ttl::days(1));
+    /// decide("paid").commit().await?.committed().unwrap();
+    /// let Commit::Gated { gate, .. } = decide("timed-out").commit().await? else { panic!("decided") };
+    /// assert_eq!(gate.lost_to(), Some(&serde_json::json!("paid")));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn lost_to(&self) -> Option<&Value> {
+        match (&self.kind, &self.reason, &self.value, &self.claimed) {
+            (GateKind::Once, KvReason::Exists, Some(stored), Some(mine)) if stored != mine => {
+                Some(stored)
+            }
+            _ => None,
+        }
     }
 
     /// The gate of a rollback's `failedIndex` (`slot`): `op`, the operation at
@@ -184,6 +221,16 @@ impl Gate {
             ),
             None => (GateKind::Condition, String::new(), String::new()),
         };
+        // Only a `once_as` marker's value says who set it: `once` stores `true` and
+        // claims no outcome, so it is done whatever the marker holds (markers other
+        // clients set included).
+        let claimed = match op {
+            Some((op, GateKind::Once)) => op
+                .written_value()
+                .and_then(|raw| serde_json::from_str(raw.get()).ok())
+                .filter(|v| *v != Value::Bool(true)),
+            _ => None,
+        };
         Gate {
             kind,
             index,
@@ -193,6 +240,7 @@ impl Gate {
             reason: KvReason::parse(reason),
             version,
             value,
+            claimed,
         }
     }
 }

@@ -51,6 +51,7 @@ pub use results::{
 pub use ttl::Ttl;
 
 use crate::client::Client;
+use crate::epoch::Epoch;
 use crate::kv::KvOp;
 use crate::locks::LockGuard;
 use crate::message::AckStatus;
@@ -114,6 +115,8 @@ pub struct TransactionBuilder {
     resend: Resend,
     /// Locks held until the commit answers ([`TransactionBuilder::hold`]).
     held: Vec<Held>,
+    /// The generation of processing its derived ids and `once` markers belong to.
+    epoch: Option<Epoch>,
 }
 
 /// A lock a step holds until its commit has answered, then releases. Shared by the
@@ -181,6 +184,7 @@ impl Client {
             positions: Vec::new(),
             resend: Resend::Marked,
             held: Vec::new(),
+            epoch: None,
         }
     }
 }

@@ -67,7 +67,12 @@ impl Push {
     }
 
     /// The dedup key. Without one, a step that acks messages gets one derived from
-    /// them (the same on every run of the step); see [`crate::derive_id`].
+    /// them (the same on every run of the step); see [`crate::derive_id`]. The broker
+    /// recognises a second push of it only within the queue's dedup window
+    /// (`dedupWindowSeconds`, default 3600 s, counted from the first push;
+    /// [`QueueOptions::dedup_window`](crate::QueueOptions::dedup_window)): a step run
+    /// again later than that pushes again. A worker counts deliveries older than the
+    /// window ([`Worker::past_dedup_window`](crate::Worker::past_dedup_window)).
     ///
     /// ```
     /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;

@@ -65,7 +65,8 @@ impl TransactionBuilder {
     /// Pushes one message to `queue`, configured by `f` (see [`Push`]). Without your own
     /// [`Push::transaction_id`], a push in a step that acks messages gets one derived from
     /// them, so a second run of the step names its push the same way and rolls back as
-    /// `duplicate`; a step that acks nothing gets a new UUIDv7. A derived id is a UUIDv8
+    /// `duplicate` (within the queue's dedup window, default 3600 s: see
+    /// [`Push::transaction_id`]); a step that acks nothing gets a new UUIDv7. A derived id is a UUIDv8
     /// that starts with the acked message's timestamp when the broker names messages
     /// with UUIDv7s (as Queen does), so derived ids sort by time as new ones do (a
     /// broker's duplicate index takes them at its edge), else a name-based UUIDv5.
@@ -134,7 +135,9 @@ impl TransactionBuilder {
     /// condition its first run changed would otherwise answer first, as a refusal).
     /// The marker's `ttl` is how long a second run is recognized as done: choose it
     /// longer than any redelivery or producer duplicate can arrive ([`Ttl::Forever`]
-    /// for duplicates a producer may send at any time).
+    /// for duplicates a producer may send at any time); a second run after it has
+    /// expired runs again. Replaying on purpose: an [`Epoch`](crate::Epoch) gives the
+    /// marker a new key (`key@epoch`).
     /// What the broker checks before the KV operations fires first, though: a fenced
     /// ack whose lease is gone (`rejected_ack`) or a push whose `transactionId` is
     /// already stored (`duplicate`) rolls the step back as [`Error::RolledBack`](crate::Error::RolledBack).
@@ -166,6 +169,80 @@ impl TransactionBuilder {
     ) -> Self {
         let marker = Kv.put_if_absent(ns, key, &true, ttl).required();
         self.kv.push((marker.into(), GateKind::Once));
+        self
+    }
+
+    /// A [`once`](TransactionBuilder::once) marker that stores which outcome set it:
+    /// `outcome` (a small JSON value, such as `"paid"` or `"timed-out"`). When steps of
+    /// different outcomes race to one marker (a payment result and a saga's timeout),
+    /// the loser's gate names the winner: [`Gate::lost_to`](crate::Gate::lost_to)
+    /// answers the stored outcome, and the gate is not
+    /// [`already_done`](crate::Gate::already_done) (its own work was not done), so
+    /// [`Client::worker`](crate::Client::worker) hands it to
+    /// [`Worker::on_refused`](crate::Worker::on_refused) to act on (refund the late
+    /// payment, say). A second run of the winning step itself finds its own outcome: it
+    /// is already done, as with `once`.
+    ///
+    /// A plain `once` claims no outcome (it stores `true`, and an outcome of `true` is
+    /// the same as `once`): it is already done whatever the marker holds.
+    ///
+    /// The broker answers the stored value with the refusal; Queen 2's engine leaves it
+    /// out when the refusal's details pass 4 KiB, and then the gate cannot tell, and
+    /// answers already done: keep outcomes small.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{Commit, Ttl};
+    /// let settle = |outcome: &'static str| {
+    ///     client.transaction().once_as("saga-outcome", "order-7", &outcome, Ttl::days(30))
+    ///         .kv(|k| k.put("orders", "order-7", &outcome, Ttl::days(30)))
+    /// };
+    /// assert!(settle("timed-out").commit().await?.is_committed()); // the timeout fires first
+    /// let Commit::Gated { gate, .. } = settle("paid").commit().await? else { panic!("decided") };
+    /// assert_eq!(gate.lost_to(), Some(&serde_json::json!("timed-out"))); // refund it
+    /// assert!(!gate.already_done());
+    /// let Commit::Gated { gate, .. } = settle("timed-out").commit().await? else { panic!("decided") };
+    /// assert!(gate.already_done()); // the winner, run again
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn once_as<V: serde::Serialize + ?Sized>(
+        mut self,
+        ns: impl Into<String>,
+        key: impl Into<String>,
+        outcome: &V,
+        ttl: impl Into<Ttl>,
+    ) -> Self {
+        let marker = Kv.put_if_absent(ns, key, outcome, ttl).required();
+        self.kv.push((marker.into(), GateKind::Once));
+        self
+    }
+
+    /// Runs the step in `epoch`: its derived push and timer ids and its `once`
+    /// markers' keys carry the epoch's name, so a step done in an earlier epoch runs
+    /// again, once (see [`Epoch`](crate::Epoch)). It applies to the whole step, the
+    /// markers added before it included. [`Worker::epoch`](crate::Worker::epoch) sets
+    /// it on every step of a worker.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{Epoch, Ttl};
+    /// let fix = Epoch::new("fix-1")?;
+    /// let body = client.transaction().once("invoiced", "order-7", Ttl::days(7)).epoch(&fix).to_body()?;
+    /// assert_eq!(body["kv"][0]["key"], "order-7@fix-1");
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn epoch(mut self, epoch: &crate::Epoch) -> Self {
+        self.epoch = Some(epoch.clone());
         self
     }
 

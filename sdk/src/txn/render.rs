@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashSet};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{Operation, Push, TransactionBuilder, wire};
+use super::{GateKind, Operation, Push, TransactionBuilder, wire};
 use crate::error::{Error, Result};
 use crate::ids::{derive_id, derive_push_id, earliest_v7};
 use crate::kv::{KvOp, KvWire};
@@ -119,7 +119,13 @@ impl TransactionBuilder {
             v.dedup();
             v
         };
-        let acked: Vec<&str> = acked_owned.iter().map(String::as_str).collect();
+        let mut acked: Vec<&str> = acked_owned.iter().map(String::as_str).collect();
+        // An epoch is one more part of every name derived from the acks.
+        if let Some(e) = &self.epoch
+            && !acked.is_empty()
+        {
+            acked.splice(0..0, [e.part(), e.as_str()]);
+        }
         // A derived push id sorts by the time of the earliest acked message.
         let after = earliest_v7(self.ops.iter().filter_map(|o| match o {
             Operation::Ack { message_id, .. } => Some(message_id.as_str()),
@@ -198,7 +204,18 @@ impl TransactionBuilder {
             }
         }
 
-        let kv = self.render_kv(marker)?;
+        // In an epoch, each `once` marker is stored under its epoch's key.
+        let once_keys: Vec<Option<String>> = match &self.epoch {
+            Some(e) => self
+                .kv
+                .iter()
+                .map(|(k, kind)| {
+                    (*kind == GateKind::Once).then(|| e.marker_key(k.key().unwrap_or_default()))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let kv = self.render_kv(marker, &once_keys)?;
         let timers = self.render_timers(&acked)?;
         for (i, p) in self.positions.iter().enumerate() {
             let op = validate::Part {
@@ -256,7 +273,11 @@ impl TransactionBuilder {
         64 + 192 * parts + pushed + values + timed
     }
 
-    fn render_kv<'a>(&'a self, marker: Option<&'a KvOp>) -> Result<Vec<KvWire<'a>>> {
+    fn render_kv<'a>(
+        &'a self,
+        marker: Option<&'a KvOp>,
+        once_keys: &'a [Option<String>],
+    ) -> Result<Vec<KvWire<'a>>> {
         if self.kv.len() > validate::MAX_KV_OPS {
             return Err(Error::invalid(
                 "kv",
@@ -285,7 +306,11 @@ impl TransactionBuilder {
                 index: i,
                 kind: Some(k.name()),
             };
-            let wire = k.checked_wire(&op)?;
+            let mut wire = k.checked_wire(&op)?;
+            if let Some(Some(key)) = once_keys.get(i) {
+                validate::key(&op, key)?;
+                wire = wire.with_key(key);
+            }
             if let Some(key) = k.written_key()
                 // One operation cannot repeat itself (and the set is not allocated).
                 && self.kv.len() > 1

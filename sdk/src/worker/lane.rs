@@ -24,7 +24,8 @@ use crate::consume::{Delivery, decode_payload};
 use crate::message::{AckStatus, Message};
 use crate::txn::{Gate, TransactionBuilder};
 
-use super::settle::{self, Outcome, Role, Step};
+use super::horizon::{Horizon, PastWindow};
+use super::settle::{self, Cause, Outcome, Role, Step};
 use super::summary::{ErrorKind, Tally};
 
 /// What a handler's future answers, its error type erased to its text.
@@ -69,6 +70,8 @@ pub(crate) struct Lanes<T> {
     /// `None`: a refused step is acked `failed` with the gate as the reason.
     pub refused: Option<RefusedHandler<T>>,
     pub observer: Option<Observer>,
+    /// The queue's dedup window, and what to do past it.
+    pub horizon: Horizon,
     pub tally: Tally,
     /// `true` once the worker is stopping: no new message is started.
     pub stop: watch::Receiver<bool>,
@@ -250,6 +253,31 @@ async fn one<T: DeserializeOwned + Send + 'static>(
         outcome = tracing::field::Empty,
     );
     let settled = async {
+        if let Some((age, window)) = lanes.horizon.past(&lanes.client, &raw).await {
+            lanes.tally.add(|s| s.past_dedup_window += 1);
+            tracing::warn!(
+                age_secs = age.as_secs(),
+                window_secs = window.as_secs(),
+                policy = ?lanes.horizon.policy,
+                "the message is older than its queue's dedup window: a derived push id no longer proves a second run a duplicate"
+            );
+            if lanes.horizon.policy == PastWindow::DeadLetter {
+                let reason = format!(
+                    "older ({} s) than the queue's dedup window ({} s): not processed, so that it cannot be processed twice",
+                    age.as_secs(),
+                    window.as_secs()
+                );
+                return settle::dead_letter(
+                    &lanes.client,
+                    &lanes.tally,
+                    &raw,
+                    keeper,
+                    &reason,
+                    Cause::PastWindow,
+                )
+                .await;
+            }
+        }
         // A refused step's handler gets the delivery again: keep its payload for it.
         let again = lanes.refused.as_ref().map(|_| raw.clone());
         let (task, decoded) = match decode_payload::<T>(raw) {
@@ -264,8 +292,15 @@ async fn one<T: DeserializeOwned + Send + 'static>(
             }
             Err((msg, reason)) => match &lanes.undecodable {
                 None => {
-                    return settle::dead_letter(&lanes.client, &lanes.tally, &msg, keeper, &reason)
-                        .await;
+                    return settle::dead_letter(
+                        &lanes.client,
+                        &lanes.tally,
+                        &msg,
+                        keeper,
+                        &reason,
+                        Cause::Undecodable,
+                    )
+                    .await;
                 }
                 Some(handler) => {
                     tracing::warn!(%reason, "payload does not decode: handing it over");

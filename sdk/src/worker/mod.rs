@@ -6,6 +6,7 @@
 //! keeping each partition's order, and on shutdown drains and answers a [`Summary`].
 
 mod error;
+mod horizon;
 mod lane;
 mod run;
 mod settle;
@@ -21,17 +22,20 @@ use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
 pub use error::{WorkerError, WorkerErrorKind};
+pub use horizon::PastWindow;
 pub use settle::Outcome;
 pub use summary::{ErrorKind, Stopped, Summary};
 
 use crate::client::Client;
 use crate::consume::poll::PollSpec;
 use crate::consume::{DEFAULT_BATCH, DEFAULT_LEASE, DEFAULT_WAIT, Delivery, StartAt};
+use crate::epoch::Epoch;
 use crate::error::{Error, Result};
 use crate::message::Message;
 use crate::txn::{Gate, TransactionBuilder};
 use crate::validate;
 
+use horizon::Horizon;
 use run::{Handlers, Until};
 
 /// How long a stopping worker waits for its handlers when not told.
@@ -114,6 +118,9 @@ pub struct Worker<T> {
     observer: Option<lane::Observer>,
     undecodable: Option<lane::UndecodableHandler>,
     refused: Option<lane::RefusedHandler<T>>,
+    /// The queue's dedup window as the user declared it.
+    dedup_window: Option<Duration>,
+    past_window: PastWindow,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -127,6 +134,8 @@ impl<T> Clone for Worker<T> {
             observer: self.observer.clone(),
             undecodable: self.undecodable.clone(),
             refused: self.refused.clone(),
+            dedup_window: self.dedup_window,
+            past_window: self.past_window,
             _t: PhantomData,
         }
     }
@@ -141,6 +150,8 @@ impl<T> fmt::Debug for Worker<T> {
             .field("observed", &self.observer.is_some())
             .field("undecodable_handled", &self.undecodable.is_some())
             .field("refused_handled", &self.refused.is_some())
+            .field("dedup_window", &self.dedup_window)
+            .field("past_window", &self.past_window)
             .finish_non_exhaustive()
     }
 }
@@ -172,12 +183,15 @@ impl Client {
                 wait: DEFAULT_WAIT,
                 lease: DEFAULT_LEASE,
                 start: None,
+                epoch: None,
             },
             concurrency: 1,
             grace: DEFAULT_GRACE,
             observer: None,
             undecodable: None,
             refused: None,
+            dedup_window: None,
+            past_window: PastWindow::Process,
             _t: PhantomData,
         }
     }
@@ -256,6 +270,107 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     /// ```
     pub fn batch(mut self, n: u32) -> Self {
         self.spec.batch = n;
+        self
+    }
+
+    /// Runs every step in `epoch` ([`Epoch`]): each step's derived push and timer ids
+    /// and its `once` markers carry the epoch's name, as do the steps that
+    /// [`Delivery::step`] builds in [`Worker::on_refused`] and
+    /// [`Worker::on_undecodable`]. The replay after a fix: seek the group back
+    /// ([`Client::seek`]) and run the corrected worker in a new epoch; each replayed
+    /// message is processed again and each output produced once (a redelivery within
+    /// the epoch is still a duplicate). Without it, a replayed step finds the first
+    /// run's ids and markers and is counted already done.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::{Epoch, PushItem, SeekTo, StartAt, Ttl};
+    /// client.push((1..=3).map(|n| PushItem::new("jobs", &n)).collect()).await?;
+    /// let worker = client.worker::<u32>("jobs").group("squares", StartAt::Beginning);
+    /// let square = |job: queen_sdk::Delivery<u32>, step: queen_sdk::TransactionBuilder| async move {
+    ///     let n = job.data;
+    ///     Ok::<_, String>(step.once("squared", n.to_string(), Ttl::days(1)).push("squares", |p| p.payload(&(n * n))))
+    /// };
+    /// assert_eq!(worker.clone().run_until_idle(square).await?.committed, 3);
+    /// // A bug is fixed: replay the group in a new epoch.
+    /// client.seek("squares", "jobs", SeekTo::Beginning).await?;
+    /// let replay = worker.clone().epoch(Epoch::new("fix-1")?).run_until_idle(square).await?;
+    /// assert_eq!((replay.committed, replay.already_done), (3, 0));
+    /// // Replayed again in the same epoch: each step is already done.
+    /// client.seek("squares", "jobs", SeekTo::Beginning).await?;
+    /// let again = worker.epoch(Epoch::new("fix-1")?).run_until_idle(square).await?;
+    /// assert_eq!((again.committed, again.already_done), (0, 3));
+    /// assert_eq!(broker.inspect().messages("squares", queen_sdk::DEFAULT_PARTITION)?.len(), 6);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn epoch(mut self, epoch: Epoch) -> Self {
+        self.spec.epoch = Some(epoch);
+        self
+    }
+
+    /// The queue's dedup window, declared: how long the broker remembers a pushed
+    /// `transactionId` ([`QueueOptions::dedup_window`](crate::QueueOptions::dedup_window)),
+    /// so how long a step's derived push ids make its second run a duplicate. Without
+    /// it the worker reads the window from the queue's detail
+    /// ([`Client::queue_stats`]) at its first delivery older than a second, and assumes
+    /// Queen's default, 3600 s, when the broker does not state it (Queen 2's engine
+    /// does not). A delivery older than the window is counted and logged, and handled
+    /// as [`Worker::past_dedup_window`] says. Zero says deduplication is off: nothing is
+    /// counted.
+    ///
+    /// ```
+    /// # let client = queen_sdk::Client::new("http://127.0.0.1:6632")?;
+    /// use std::time::Duration;
+    /// let w = client.worker::<serde_json::Value>("orders").dedup_window(Duration::from_secs(86_400));
+    /// # let _ = w;
+    /// # Ok::<(), queen_sdk::Error>(())
+    /// ```
+    pub fn dedup_window(mut self, window: Duration) -> Self {
+        self.dedup_window = Some(window);
+        self
+    }
+
+    /// What to do with a delivery older than the queue's dedup window
+    /// ([`Worker::dedup_window`]): process it (the default) or dead-letter it
+    /// unprocessed ([`PastWindow`]). Either way it is counted in
+    /// [`Summary::past_dedup_window`] and logged.
+    ///
+    /// The bounds of duplicate protection, in one place:
+    ///
+    /// | guard | recognises a second run for |
+    /// |---|---|
+    /// | a derived push or timer id | the queue's dedup window (`dedupWindowSeconds`, default 3600 s), counted from the first push |
+    /// | a [`once`](TransactionBuilder::once) marker | its `ttl` |
+    /// | the SDK's step marker ([`Resend`](crate::Resend)) | twice the retry deadline, at least 60 s: resends of one call only |
+    /// | an [`Epoch`] | nothing across epochs: a new epoch runs every step again |
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// use queen_sdk::{PastWindow, PushItem, QueueOptions};
+    /// client.configure("payments", QueueOptions::new().dedup_window(Duration::from_secs(1))).await?;
+    /// client.push(vec![PushItem::new("payments", &7)]).await?;
+    /// tokio::time::sleep(Duration::from_millis(2100)).await; // older than the window
+    /// let summary = client
+    ///     .worker::<u32>("payments")
+    ///     .past_dedup_window(PastWindow::DeadLetter)
+    ///     .run_until_idle(|_, step| async move { Ok::<_, String>(step.push("charges", |p| p.payload(&1))) })
+    ///     .await?;
+    /// assert_eq!((summary.past_dedup_window, summary.dead_lettered, summary.processed), (1, 1, 0));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn past_dedup_window(mut self, policy: PastWindow) -> Self {
+        self.past_window = policy;
         self
     }
 
@@ -595,6 +710,7 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
             undecodable: self.undecodable,
             refused: self.refused,
             observer: self.observer,
+            horizon: Horizon::new(self.dedup_window, self.past_window),
         };
         run::run(
             self.client,

@@ -16,15 +16,17 @@ use crate::consume::lease::LeaseKeeper;
 use crate::consume::poll::{PollSpec, Polled, Poller};
 
 use super::error::{WorkerError, WorkerErrorKind};
+use super::horizon::Horizon;
 use super::lane::{self, Handler, Lanes, Observer, RefusedHandler, UndecodableHandler};
 use super::summary::{ErrorKind, Stopped, Summary, Tally};
 
-/// The handlers a worker runs.
+/// The handlers a worker runs, and the policies it settles deliveries by.
 pub(crate) struct Handlers<T> {
     pub step: Handler<T>,
     pub undecodable: Option<UndecodableHandler>,
     pub refused: Option<RefusedHandler<T>>,
     pub observer: Option<Observer>,
+    pub horizon: Horizon,
 }
 
 /// When a worker stops of its own accord.
@@ -51,6 +53,7 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<Summary, WorkerError> {
     let lease = spec.lease;
+    let epoch = spec.epoch.clone();
     let queue = spec.queue.clone();
     let tally = Tally::default();
     let (stop, stopping) = watch::channel(false);
@@ -60,6 +63,7 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
         undecodable: handlers.undecodable,
         refused: handlers.refused,
         observer: handlers.observer,
+        horizon: handlers.horizon,
         tally: tally.clone(),
         stop: stopping,
         leftovers: Arc::default(),
@@ -115,11 +119,10 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
                     }
                     Polled::Batch(batch) => {
                         if let Some(first) = batch.first() {
-                            let keeper = Arc::new(LeaseKeeper::start(
-                                client.clone(),
-                                first.lease_id.clone(),
-                                lease,
-                            ));
+                            let keeper = Arc::new(
+                                LeaseKeeper::start(client.clone(), first.lease_id.clone(), lease)
+                                    .in_epoch(epoch.clone()),
+                            );
                             lanes.spawn(
                                 lane::run(Arc::clone(&shared), batch, keeper).in_current_span(),
                             );

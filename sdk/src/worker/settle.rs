@@ -400,18 +400,30 @@ pub(crate) async fn fail(
     }
 }
 
-/// Dead-letters an undecodable message with the decoding error as the reason.
-pub(crate) async fn dead_letter(
+/// Why the worker dead-letters a message it did not process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// Its payload does not decode (counted as an error of that kind).
+    Undecodable,
+    /// It is older than its queue's dedup window ([`super::PastWindow::DeadLetter`]).
+    PastWindow,
+}
+
+/// Dead-letters a message unprocessed, with `reason`.
+pub(crate) async fn dead_letter<T>(
     client: &Client,
     tally: &Tally,
-    msg: &Message<serde_json::Value>,
+    msg: &Message<T>,
     keeper: &LeaseKeeper,
     reason: &str,
+    cause: Cause,
 ) -> Outcome {
-    tally.error(ErrorKind::Undecodable);
+    if cause == Cause::Undecodable {
+        tally.error(ErrorKind::Undecodable);
+    }
     match client.ack_dlq(msg, reason).await {
         Ok(out) if out.success => {
-            tracing::warn!(%reason, "payload does not decode: dead-lettered");
+            tracing::warn!(%reason, ?cause, "dead-lettered unprocessed");
             tally.add(|s| s.dead_lettered += 1);
             Outcome::DeadLettered {
                 reason: reason.to_string(),

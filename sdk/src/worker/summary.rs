@@ -128,6 +128,12 @@ pub struct Summary {
     /// committed), behind a step whose outcome is unknown, or refused for good (401,
     /// 403: the worker stops) (left to the lease).
     pub abandoned: u64,
+    /// Deliveries of messages older than the queue's dedup window, where a derived
+    /// push id no longer proves a second run a duplicate (see
+    /// [`Worker::past_dedup_window`](crate::Worker::past_dedup_window)). Also counted
+    /// in the outcome they ended in; each is logged as a `warn` event. Expected during
+    /// a replay; otherwise a sign of a backlog older than the window.
+    pub past_dedup_window: u64,
     /// Trouble met, by kind (handler errors, panics, failed pops, ...).
     pub errors: BTreeMap<ErrorKind, u64>,
     /// Why it stopped.
@@ -150,6 +156,9 @@ impl fmt::Display for Summary {
             self.released,
             self.abandoned
         )?;
+        if self.past_dedup_window > 0 {
+            write!(f, "; past the dedup window {}", self.past_dedup_window)?;
+        }
         if !self.errors.is_empty() {
             let errors: Vec<String> = self
                 .errors
