@@ -25,6 +25,7 @@ pub(crate) struct Handlers<T> {
     pub undecodable: Option<UndecodableHandler>,
     pub refused: Option<RefusedHandler<T>>,
     pub observer: Option<Observer>,
+    pub retry: Option<crate::retry::RetryPolicy>,
 }
 
 /// When a worker stops of its own accord.
@@ -60,6 +61,7 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
         undecodable: handlers.undecodable,
         refused: handlers.refused,
         observer: handlers.observer,
+        retry: handlers.retry,
         tally: tally.clone(),
         stop: stopping,
         leftovers: Arc::default(),
