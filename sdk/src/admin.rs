@@ -337,7 +337,7 @@ impl QueueOptions {
     /// # }
     /// ```
     pub fn retry_delay(mut self, d: Duration) -> Self {
-        let ms = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 > 0);
+        let ms = d.as_millis() + u128::from(!d.subsec_nanos().is_multiple_of(1_000_000));
         self.wire.retry_delay = Some(u64::try_from(ms).unwrap_or(u64::MAX));
         self
     }

@@ -135,9 +135,11 @@ impl Stop {
     ///         );
     ///     workers.join().await.map(|_| ()).map_err(|e| e.to_string())
     /// })
+    /// .group("saga") // the group whose acks the invariants read
     /// .input(queen_verify::Input::new("orders", &serde_json::json!({"order": "o-7"})))
     /// .invariant(Invariant::inputs_acked());
-    /// assert!(check.replay("none".parse().unwrap()).await.passed());
+    /// let verdict = check.replay("none".parse().unwrap()).await;
+    /// assert!(verdict.passed(), "{verdict}");
     /// # }
     /// ```
     pub fn token(&self) -> CancellationToken {
