@@ -7,6 +7,7 @@
 //! | `order-worker` | the seed's step (ack, receipt, KV state, a `once` marker, a reminder timer) committed once, and a redelivery of the same event rolling back as `duplicate` and acked on its own; with `QUEEN_URL`, a long-lived worker on the SDK's runtime (`Client::worker`) that Ctrl-C drains |
 //! | `pipeline` | three stages (`ingest` -> `enrich` -> `publish`), each a `Client::worker`, handing work forward with ack + push; a lost answer in the middle stage is retried harmlessly and settled as already done |
 //! | `locks` | two workers contend for a lock; a guarded transaction commits while the lock is held and is refused (`Commit::Gated`) once it is lost |
+//! | `saga` | an order-fulfilment saga: three workers in one `WorkerSet` (orders start a saga with a KV row, a payment request and a timeout timer; payment results and the fired timeout race through `once_as`, and a payment that lost is refunded; a result that arrives before its saga is run again with a backoff), then a receipts worker's bug fixed and its group replayed in a new `Epoch` |
 //! | `verify-worker` | the order worker under 500 seeded fault schedules with [`queen_verify::WorkerCheck`] (`0 violations`), then two broken workers caught, each with its minimal schedule; always on in-process brokers (`QUEEN_URL` is not read) |
 //!
 //! ```sh

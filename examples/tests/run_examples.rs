@@ -98,6 +98,7 @@ fn run(bin: &str, url: Option<&str>) -> Run {
 const ORDER_WORKER: &str = env!("CARGO_BIN_EXE_order-worker");
 const PIPELINE: &str = env!("CARGO_BIN_EXE_pipeline");
 const LOCKS: &str = env!("CARGO_BIN_EXE_locks");
+const SAGA: &str = env!("CARGO_BIN_EXE_saga");
 
 #[test]
 fn order_worker_commits_once_and_a_redelivery_rolls_back_as_duplicate() {
@@ -200,6 +201,29 @@ fn locks_refuse_the_old_holders_guarded_write() {
     r.expect_line("worker-a: its lock handle reports the lock lost", &[]);
     r.expect_line("worker-b: released the lock (released: true)", &[]);
     r.expect_line("final: reports/nightly = \"part 2 by worker-b\"", &[]);
+}
+
+#[test]
+fn saga_settles_each_race_once_and_a_replay_in_a_new_epoch_reproduces_receipts() {
+    let r = run(SAGA, None);
+    assert!(r.status.success(), "{}\n{}", r.stdout, r.stderr);
+    r.expect_line("sagas: o-1 paid", &["retried"]);
+    r.expect_line("sagas: o-3 timed out", &["refunded"]);
+    r.expect_line(
+        "worker payments:",
+        &[
+            "committed 2",
+            "refused 1",
+            "dead-lettered 0",
+            "handler retries",
+        ],
+    );
+    r.expect_line(
+        "receipts v2, replayed without an epoch:",
+        &["already done 2"],
+    );
+    r.expect_line("receipts v2, replayed in epoch fix-1:", &["committed 3"]);
+    r.expect_line("receipts: 4", &["each once"]);
 }
 
 /// With `QUEEN_URL` set, the one-shot workers use that broker (here one started by the

@@ -101,11 +101,15 @@ pub struct QueueSettings {
     pub dedup_window: Option<Duration>,
     /// How long messages are kept; zero keeps them forever (default 0).
     pub retention: Option<Duration>,
+    /// The redelivery delay the queue stores (`retryDelay`, in milliseconds on the wire;
+    /// Queen 2's default 1 s). Queen 2 does not apply it: a `failed` message is
+    /// redelivered at once (see [`QueueOptions::retry_delay`]).
+    pub retry_delay: Option<Duration>,
     /// The queue's namespace (used by `GET /api/v1/pop?namespace=`).
     pub namespace: Option<String>,
     /// The queue's task (used by `GET /api/v1/pop?task=`).
     pub task: Option<String>,
-    /// Other options of the protocol (`priority`, `retryDelay`, `ttl`, ...), by wire
+    /// Other options of the protocol (`priority`, `ttl`, ...), by wire
     /// name, with their stored values.
     pub extra: Map<String, Value>,
 }
@@ -126,6 +130,9 @@ struct OptionsWire {
     dedup_window_seconds: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     retention_seconds: Option<u64>,
+    /// Milliseconds, unlike the other times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retry_delay: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     namespace: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -143,6 +150,7 @@ impl From<OptionsWire> for QueueSettings {
             delayed_processing: w.delayed_processing.map(Duration::from_secs),
             dedup_window: w.dedup_window_seconds.map(Duration::from_secs),
             retention: w.retention_seconds.map(Duration::from_secs),
+            retry_delay: w.retry_delay.map(Duration::from_millis),
             namespace: w.namespace,
             task: w.task,
             extra: w.extra,
@@ -302,6 +310,39 @@ impl QueueOptions {
         self
     }
 
+    /// The queue's redelivery delay, `retryDelay` (rounded up to whole milliseconds):
+    /// stored and echoed in the queue's configuration, and **not applied by Queen 2**. Its
+    /// engine (queen-engine 1.3) releases the lease of a message acked `failed` at once
+    /// (`005_log_ack.sql`, section 4) and its pop never reads the delay, so the message is
+    /// redelivered at the next pop whatever this says; the reference broker does the
+    /// same (`conformance/spec/wire.md#core-ack`). A backoff between a handler's
+    /// attempts belongs to the worker: [`Worker::retry_handler`](crate::Worker::retry_handler).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::time::Duration;
+    /// use queen_sdk::{AckStatus, PushItem, QueueOptions};
+    /// let opts = QueueOptions::new().retry_delay(Duration::from_secs(5));
+    /// let stored = client.configure("orders", opts).await?.options;
+    /// assert_eq!(stored.retry_delay, Some(Duration::from_secs(5)));
+    /// client.push(vec![PushItem::new("orders", &"o-7")]).await?;
+    /// let msg = client.pop::<String>("orders").send().await?.remove(0);
+    /// client.ack(&msg, AckStatus::Failed { error: "not yet".into() }).await?;
+    /// // Redelivered at once, not 5 s later.
+    /// assert_eq!(client.pop::<String>("orders").send().await?.len(), 1);
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn retry_delay(mut self, d: Duration) -> Self {
+        let ms = d.as_millis() + u128::from(!d.subsec_nanos().is_multiple_of(1_000_000));
+        self.wire.retry_delay = Some(u64::try_from(ms).unwrap_or(u64::MAX));
+        self
+    }
+
     /// The queue's namespace.
     ///
     /// ```
@@ -340,7 +381,7 @@ impl QueueOptions {
         self
     }
 
-    /// Any other option, by its wire name (`"priority"`, `"retryDelay"`, ...).
+    /// Any other option, by its wire name (`"priority"`, `"ttl"`, ...).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

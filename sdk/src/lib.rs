@@ -77,7 +77,9 @@
 //!
 //! ## The rest of a worker's loop
 //!
-//! - [`Client::worker`]: the worker runtime ([`Worker`], [`Summary`]);
+//! - [`Client::worker`]: the worker runtime ([`Worker`], [`Summary`]), with
+//!   [`Worker::retry_handler`] for a backoff before a `failed` ack, and [`WorkerSet`]
+//!   to run workers on several queues under one [`CancellationToken`];
 //! - [`Client::consume`]: a [`Stream`](futures_core::Stream) of [`Delivery`]s that
 //!   long-polls for batches, never ends by itself but on a terminal refusal, decodes each
 //!   payload on its own ([`Undecodable`]) and keeps each delivery's lease extended while
@@ -148,6 +150,10 @@ pub use operator::{
 };
 pub use retry::RetryPolicy;
 pub use timers::{CancelTimer, PendingTimer, Timer, TimerOp, TimerPage, TimerStart, Timers};
+/// The shutdown signal several workers share ([`WorkerSet`]), and one worker's too:
+/// [`Worker::run`] takes `token.clone().cancelled_owned()`. Re-exported from
+/// `tokio-util` (0.7), so that it needs no dependency of yours.
+pub use tokio_util::sync::CancellationToken;
 pub use transport::{TransportError, TransportErrorKind};
 pub use txn::{
     AckResult, Commit, Committed, Gate, GateKind, KvReason, KvResult, PositionResult, Push,
@@ -156,6 +162,7 @@ pub use txn::{
 };
 pub use worker::{
     ErrorKind, Outcome, PastWindow, Stopped, Summary, Worker, WorkerError, WorkerErrorKind,
+    WorkerSet, WorkerSetError,
 };
 
 /// The README's examples, compiled as doctests so that the code a reader copies builds.

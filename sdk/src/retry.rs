@@ -8,7 +8,9 @@ use std::time::Duration;
 use backon::{BackoffBuilder, ExponentialBuilder};
 
 /// How a [`crate::Client`] retries 5xx answers, 429s and connection failures (4xx
-/// answers other than 429 are never retried).
+/// answers other than 429 are never retried); and, given to
+/// [`Worker::retry_handler`](crate::Worker::retry_handler), how a worker runs a failed
+/// handler again before acking its message `failed`.
 ///
 /// ```
 /// use std::time::Duration;
@@ -95,6 +97,9 @@ impl RetryPolicy {
     /// One deadline over every attempt and wait of a call (default 30 s), the attempt
     /// in flight included: a call never takes longer. A long-poll's wait
     /// ([`crate::Pop::wait`]) is added to it: the broker's to spend, not the policy's.
+    /// For a worker's handler ([`Worker::retry_handler`](crate::Worker::retry_handler))
+    /// no wait ends past it, counted from the handler's first run; a run in progress is
+    /// never cut short by it.
     ///
     /// ```
     /// use std::time::Duration;

@@ -728,7 +728,11 @@ impl Engine {
 
     /// Runs a read of the last commit on the blocking pool. It sees every write
     /// answered before it: the writer first commits what it holds, if anything (see
-    /// [`writer::Writer::published`]).
+    /// [`writer::Writer::published`]). In [`WriteMode::Lockstep`] it runs on the
+    /// calling thread instead, as a write does there: a read finished by another
+    /// thread at its own pace would let a simulation's workers go on in another order
+    /// (a worker reading its queue's detail as it starts reordered the verifier's
+    /// replays).
     async fn read<R: Send + 'static>(
         &self,
         f: impl FnOnce(&Database, crate::clock::Micros) -> Result<R, crate::store::StoreError>
@@ -738,6 +742,9 @@ impl Engine {
         self.shared.writer.published().await?;
         let handle = self.shared.db.clone();
         let now = self.shared.clock.now_micros();
+        if self.shared.writer.is_lockstep() {
+            return f(&*handle.get()?, now).map_err(EngineError::from);
+        }
         tokio::task::spawn_blocking(move || f(&*handle.get()?, now))
             .await
             .map_err(|e| crate::store::StoreError::Task(e.to_string()))?

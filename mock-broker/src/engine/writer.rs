@@ -359,6 +359,11 @@ impl Writer {
         .await
     }
 
+    /// Whether commands run in [`WriteMode::Lockstep`].
+    pub(crate) fn is_lockstep(&self) -> bool {
+        self.lockstep.is_some()
+    }
+
     /// Group-commit figures.
     pub fn stats(&self) -> StatsSnapshot {
         self.stats.snapshot()

@@ -83,7 +83,9 @@ pub struct QueueOptions {
     pub retention_seconds: i64,
     /// Kept and echoed.
     pub priority: i64,
-    /// Kept and echoed.
+    /// Kept and echoed, in milliseconds; never applied: Queen 2 redelivers a `failed`
+    /// message at once whatever it says (queen-engine 1.3 `005_log_ack.sql` (4) releases
+    /// the lease, and its pop never reads the delay).
     pub retry_delay: i64,
     /// Kept and echoed.
     pub max_size: i64,
@@ -119,7 +121,8 @@ impl Default for QueueOptions {
             dedup_window_seconds: 3600,
             retention_seconds: 0,
             priority: 0,
-            retry_delay: 0,
+            // Queen 2's default (queen-engine 1.3 `012_configure.sql`), and v0's.
+            retry_delay: 1000,
             max_size: 0,
             ttl: 0,
             dlq_after_max_retries: false,

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use queen_sdk::{Client, DeadLetter, DlqQuery};
 use serde_json::Value;
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::report::{Event, Violation};
 use crate::run::{RunSpec, Stop, WorkerFn};
@@ -21,7 +21,9 @@ const DRAIN: Duration = Duration::from_secs(10);
 pub(crate) struct Replica {
     pub index: usize,
     handle: JoinHandle<Result<(), String>>,
-    stop: Option<oneshot::Sender<()>>,
+    /// Fires its [`Stop`] when told to, or when the replica is dropped (the verifier is
+    /// gone).
+    stop: Option<DropGuard>,
     /// Its end is in the trace already.
     reported: bool,
 }
@@ -29,12 +31,13 @@ pub(crate) struct Replica {
 impl Replica {
     /// Starts the worker with `client` as replica `index`.
     pub(crate) fn start(worker: &WorkerFn, client: Client, index: usize) -> Replica {
-        let (tx, rx) = oneshot::channel();
-        let handle = tokio::spawn(worker(client, Stop { rx }));
+        let token = CancellationToken::new();
+        let stop = token.clone().drop_guard();
+        let handle = tokio::spawn(worker(client, Stop::new(token)));
         Replica {
             index,
             handle,
-            stop: Some(tx),
+            stop: Some(stop),
             reported: false,
         }
     }
@@ -74,7 +77,7 @@ pub(crate) async fn note_exits(replicas: &mut [Replica], event: impl Fn(Event)) 
 pub(crate) async fn stop(replicas: &mut [Replica], event: impl Fn(Event)) {
     for r in replicas.iter_mut() {
         if let Some(stop) = r.stop.take() {
-            let _ = stop.send(());
+            stop.disarm().cancel();
         }
     }
     for r in replicas {

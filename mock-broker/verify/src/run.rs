@@ -18,6 +18,7 @@
 //! the file, as a real one would.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -31,8 +32,9 @@ use queen_mock_broker::harness::{CallInfo, FaultKind as HttpFault, HookFuture, R
 use queen_mock_broker::{ManualClock, MockBroker, WriteMode};
 use queen_sdk::{Client, PushItem, RetryPolicy, Ttl};
 use serde_json::Value;
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::check::{Input, SetupError};
 use crate::invariant::{Invariant, State};
@@ -75,6 +77,10 @@ pub(crate) const REPLICA_AGENT: &str = "queen-verify/replica-";
 /// [`queen_sdk::Worker::run`] as its shutdown signal. It also resolves if the verifier
 /// is gone.
 ///
+/// It clones, so a worker closure that runs several workers (one per queue) gives each
+/// a copy and they all stop together; [`Stop::token`] hands the same signal to a
+/// [`queen_sdk::WorkerSet`], which also stops them all when one fails.
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -88,16 +94,84 @@ pub(crate) const REPLICA_AGENT: &str = "queen-verify/replica-";
 /// assert!(check.replay("none".parse().unwrap()).await.passed());
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct Stop {
-    pub(crate) rx: oneshot::Receiver<()>,
+    token: CancellationToken,
+    /// The wait, made at the first poll (a clone starts without one).
+    waiting: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+}
+
+impl Stop {
+    /// Fires when `token` is cancelled.
+    pub(crate) fn new(token: CancellationToken) -> Stop {
+        Stop {
+            token,
+            waiting: None,
+        }
+    }
+
+    /// A token cancelled when this signal fires: a [`queen_sdk::WorkerSet`]'s (or any
+    /// code's that takes a [`CancellationToken`]). A child token: the set cancels it when
+    /// one of its workers fails, which stops the set, not the verifier's run.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use queen_sdk::{Client, StartAt, WorkerSet};
+    /// use queen_verify::{Invariant, Stop, WorkerCheck};
+    /// // Two queues, two workers, one stop: the orders' worker pushes a payment, the
+    /// // payments' worker records it.
+    /// let check = WorkerCheck::new(|client: Client, stop: Stop| async move {
+    ///     let mut workers = WorkerSet::new(stop.token());
+    ///     workers
+    ///         .spawn(
+    ///             "orders",
+    ///             client.worker::<serde_json::Value>("orders").group("saga", StartAt::Beginning),
+    ///             |msg, step| async move { Ok::<_, String>(step.push("payments", |p| p.payload(&msg.data))) },
+    ///         )
+    ///         .spawn(
+    ///             "payments",
+    ///             client.worker::<serde_json::Value>("payments").group("saga", StartAt::Beginning),
+    ///             |_msg, step| async move { Ok::<_, String>(step) },
+    ///         );
+    ///     workers.join().await.map(|_| ()).map_err(|e| e.to_string())
+    /// })
+    /// .group("saga") // the group whose acks the invariants read
+    /// .input(queen_verify::Input::new("orders", &serde_json::json!({"order": "o-7"})))
+    /// .invariant(Invariant::inputs_acked());
+    /// let verdict = check.replay("none".parse().unwrap()).await;
+    /// assert!(verdict.passed(), "{verdict}");
+    /// # }
+    /// ```
+    pub fn token(&self) -> CancellationToken {
+        self.token.child_token()
+    }
+}
+
+impl Clone for Stop {
+    /// The same signal: every clone fires when the verifier stops the worker.
+    fn clone(&self) -> Stop {
+        Stop::new(self.token.clone())
+    }
+}
+
+impl fmt::Debug for Stop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stop")
+            .field("fired", &self.token.is_cancelled())
+            .finish()
+    }
 }
 
 impl Future for Stop {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        Pin::new(&mut self.rx).poll(cx).map(|_| ())
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let token = &this.token;
+        this.waiting
+            .get_or_insert_with(|| Box::pin(token.clone().cancelled_owned()))
+            .as_mut()
+            .poll(cx)
     }
 }
 

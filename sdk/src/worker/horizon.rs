@@ -42,7 +42,7 @@ pub(crate) struct Horizon {
     /// The window the user declared ([`crate::Worker::dedup_window`]).
     declared: Option<Duration>,
     pub(crate) policy: PastWindow,
-    /// The window as the broker states it, asked at the first delivery.
+    /// The window as the broker states it, asked when the worker starts.
     learned: OnceCell<Option<Duration>>,
 }
 
@@ -81,6 +81,13 @@ impl Horizon {
                 Some(w)
             })
             .await
+    }
+
+    /// Learns the queue's window before the first pop, unless it was declared: one
+    /// call at a fixed place in the worker's life, so that a seeded proof
+    /// (`queen-verify`) meets it at the same point of every run.
+    pub(crate) async fn learn(&self, client: &Client, queue: &str) {
+        self.window(client, queue).await;
     }
 
     /// How old `msg` is, if it is older than the queue's window (with the window).

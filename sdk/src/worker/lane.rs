@@ -22,8 +22,10 @@ use crate::consume::lease::LeaseKeeper;
 use crate::consume::poll::RawMessage;
 use crate::consume::{Delivery, decode_payload};
 use crate::message::{AckStatus, Message};
+use crate::retry::RetryPolicy;
 use crate::txn::{Gate, TransactionBuilder};
 
+use super::backoff::{self, Pause, Retrying};
 use super::horizon::{Horizon, PastWindow};
 use super::settle::{self, Cause, Outcome, Role, Step};
 use super::summary::{ErrorKind, Tally};
@@ -72,6 +74,9 @@ pub(crate) struct Lanes<T> {
     pub observer: Option<Observer>,
     /// The queue's dedup window, and what to do past it.
     pub horizon: Horizon,
+    /// `Some`: a handler's error runs it again after a wait, as this policy says
+    /// ([`crate::Worker::retry_handler`]), before the message is acked `failed`.
+    pub retry: Option<RetryPolicy>,
     pub tally: Tally,
     /// `true` once the worker is stopping: no new message is started.
     pub stop: watch::Receiver<bool>,
@@ -278,8 +283,10 @@ async fn one<T: DeserializeOwned + Send + 'static>(
                 .await;
             }
         }
-        // A refused step's handler gets the delivery again: keep its payload for it.
-        let again = lanes.refused.as_ref().map(|_| raw.clone());
+        // A refused step's handler, or a retried handler, gets the delivery again: keep
+        // its payload for them.
+        let again = (lanes.refused.is_some() || lanes.retry.is_some()).then(|| raw.clone());
+        let started = tokio::time::Instant::now();
         let (task, decoded) = match decode_payload::<T>(raw) {
             Ok(msg) => {
                 let delivery = Delivery {
@@ -317,11 +324,60 @@ async fn one<T: DeserializeOwned + Send + 'static>(
             },
         };
         lanes.tally.add(|s| s.processed += 1);
-        let step = match handled(lanes, task).await {
-            Ok(step) => step,
-            Err(why) => {
-                return settle::fail(&lanes.client, &lanes.tally, &head, keeper, &why).await;
+        let mut task = task;
+        let mut retrying: Option<Retrying> = None;
+        let step = loop {
+            let failure = match handled(lanes, task).await {
+                Ok(step) => break step,
+                Err(failure) => failure,
+            };
+            // Only the main handler's errors are run again; a panic is a bug, which
+            // running again at once would only repeat (it is acked `failed`, so the
+            // queue's retry limit still applies).
+            let next = match (&lanes.retry, &again, decoded, failure.panicked) {
+                (Some(policy), Some(raw), true, false) => retrying
+                    .get_or_insert_with(|| Retrying::new(policy, started))
+                    .next_wait()
+                    .map(|wait| (wait, raw)),
+                _ => None,
+            };
+            let Some((wait, raw)) = next else {
+                return settle::fail(&lanes.client, &lanes.tally, &head, keeper, &failure.text)
+                    .await;
+            };
+            tracing::info!(error = %failure.text, ?wait, "handler failed: running it again after a wait");
+            match backoff::pause(wait, keeper, &lanes.stop).await {
+                Pause::Elapsed => {}
+                // Acked `failed` now rather than given back (`retry`) or left to the
+                // lease: the handler did fail, and only a `failed` ack counts it against
+                // the queue's `retryLimit`. A message that always fails, met by workers
+                // that restart often, would otherwise come back forever.
+                Pause::Stopping => {
+                    tracing::info!("the worker is stopping: no more runs; acking the message failed");
+                    return settle::fail(&lanes.client, &lanes.tally, &head, keeper, &failure.text)
+                        .await;
+                }
+                Pause::LeaseLost => {
+                    tracing::warn!("lease lost while waiting to run the handler again: the lease holder has the message");
+                    lanes.tally.add(|s| s.lease_lost += 1);
+                    return Outcome::LeaseLost;
+                }
             }
+            let msg = match decode_payload::<T>(raw.clone()) {
+                Ok(msg) => msg,
+                // It decoded for the first run; should it not now, the failure stands.
+                Err(_) => {
+                    return settle::fail(&lanes.client, &lanes.tally, &head, keeper, &failure.text)
+                        .await;
+                }
+            };
+            lanes.tally.add(|s| s.retries += 1);
+            let delivery = Delivery {
+                msg,
+                keeper: Arc::clone(keeper),
+            };
+            let step = delivery.step();
+            task = tokio::spawn((lanes.handler)(delivery, step).in_current_span());
         };
         let gate = match settle::commit(
             &lanes.client,
@@ -363,7 +419,7 @@ async fn one<T: DeserializeOwned + Send + 'static>(
                     &head,
                     keeper,
                     gate,
-                    Some(&why),
+                    Some(&why.text),
                 )
                 .await;
             }
@@ -394,25 +450,37 @@ async fn one<T: DeserializeOwned + Send + 'static>(
     settled
 }
 
+/// Why a handler gave no step: its error's text, or its panic's.
+struct Failure {
+    text: String,
+    panicked: bool,
+}
+
 /// Waits for a handler's task: its step, or why the message is to be acked `failed`
 /// (its error, or its panic), counted.
 async fn handled<T>(
     lanes: &Lanes<T>,
     task: JoinHandle<Result<TransactionBuilder, String>>,
-) -> Result<TransactionBuilder, String> {
+) -> Result<TransactionBuilder, Failure> {
     let mut task = AbortOnDrop(task);
     match (&mut task.0).await {
         Ok(Ok(step)) => Ok(step),
         Ok(Err(text)) => {
             lanes.tally.error(ErrorKind::Handler);
             tracing::warn!(error = %text, "handler failed");
-            Err(text)
+            Err(Failure {
+                text,
+                panicked: false,
+            })
         }
         Err(e) => {
             lanes.tally.error(ErrorKind::Panic);
             let text = panic_text(e);
             tracing::error!(panic = %text, "handler panicked");
-            Err(format!("handler panicked: {text}"))
+            Err(Failure {
+                text: format!("handler panicked: {text}"),
+                panicked: true,
+            })
         }
     }
 }

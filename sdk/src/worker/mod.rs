@@ -5,10 +5,12 @@
 //! message loops forever, keeps leases renewed, runs partitions concurrently while
 //! keeping each partition's order, and on shutdown drains and answers a [`Summary`].
 
+mod backoff;
 mod error;
 mod horizon;
 mod lane;
 mod run;
+mod set;
 mod settle;
 mod summary;
 
@@ -23,6 +25,7 @@ use tracing::Instrument;
 
 pub use error::{WorkerError, WorkerErrorKind};
 pub use horizon::PastWindow;
+pub use set::{WorkerSet, WorkerSetError};
 pub use settle::Outcome;
 pub use summary::{ErrorKind, Stopped, Summary};
 
@@ -32,6 +35,7 @@ use crate::consume::{DEFAULT_BATCH, DEFAULT_LEASE, DEFAULT_WAIT, Delivery, Start
 use crate::epoch::Epoch;
 use crate::error::{Error, Result};
 use crate::message::Message;
+use crate::retry::RetryPolicy;
 use crate::txn::{Gate, TransactionBuilder};
 use crate::validate;
 
@@ -59,7 +63,7 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 /// | the broker refuses a step or an ack for good (401, 403) | nothing applied: the worker stops with a [`WorkerError`] (as for a refused pop), the message left to its lease |
 /// | a `rejected_ack` rollback, or the lease known lost | the lease holder has the message: nothing is committed |
 /// | a `rejected_ack` rollback of a resend (`retried: true`) | the first attempt most probably committed, its ack releasing the lease: counted as already done (if not, the redelivered step finds itself done) |
-/// | the handler errs or panics, or the step cannot commit ([`Error::Invalid`], another rollback) | acked `failed` with the error text (one attempt; the queue's `retryLimit` dead-letters it in the end); the worker goes on |
+/// | the handler errs or panics, or the step cannot commit ([`Error::Invalid`], another rollback) | acked `failed` with the error text (one attempt; the queue's `retryLimit` dead-letters it in the end); the worker goes on. With [`Worker::retry_handler`], a handler's error first runs it again after a growing wait, the lease renewed |
 /// | the outcome is unknown ([`Error::OutcomeUnknown`], retries exhausted) | left to the lease's expiry, and counted |
 /// | the payload does not decode as `T` | dead-lettered with the decoding error as the reason, or handed to [`Worker::on_undecodable`] |
 ///
@@ -99,7 +103,7 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 ///                 .once("paid", &order.data.order_id, Ttl::days(1)),
 ///         )
 ///     },
-///     async { stopped.await.ok(); }, // or tokio::signal::ctrl_c(), a CancellationToken's cancelled()...
+///     async { stopped.await.ok(); }, // or tokio::signal::ctrl_c(), a CancellationToken's cancelled_owned()...
 /// ));
 /// # broker.wait_for("the receipt", Duration::from_secs(10), |i| Ok(i.messages("receipts", queen_sdk::DEFAULT_PARTITION)?.len() == 1)).await?;
 /// stop.send(()).ok();
@@ -121,6 +125,7 @@ pub struct Worker<T> {
     /// The queue's dedup window as the user declared it.
     dedup_window: Option<Duration>,
     past_window: PastWindow,
+    retry: Option<RetryPolicy>,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -136,6 +141,7 @@ impl<T> Clone for Worker<T> {
             refused: self.refused.clone(),
             dedup_window: self.dedup_window,
             past_window: self.past_window,
+            retry: self.retry.clone(),
             _t: PhantomData,
         }
     }
@@ -152,6 +158,7 @@ impl<T> fmt::Debug for Worker<T> {
             .field("refused_handled", &self.refused.is_some())
             .field("dedup_window", &self.dedup_window)
             .field("past_window", &self.past_window)
+            .field("retry_handler", &self.retry)
             .finish_non_exhaustive()
     }
 }
@@ -192,6 +199,7 @@ impl Client {
             refused: None,
             dedup_window: None,
             past_window: PastWindow::Process,
+            retry: None,
             _t: PhantomData,
         }
     }
@@ -317,7 +325,7 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     /// `transactionId` ([`QueueOptions::dedup_window`](crate::QueueOptions::dedup_window)),
     /// so how long a step's derived push ids make its second run a duplicate. Without
     /// it the worker reads the window from the queue's detail
-    /// ([`Client::queue_stats`]) at its first delivery older than a second, and assumes
+    /// ([`Client::queue_stats`]) when it starts, before its first pop, and assumes
     /// Queen's default, 3600 s, when the broker does not state it (Queen 2's engine
     /// does not). A delivery older than the window is counted and logged, and handled
     /// as [`Worker::past_dedup_window`] says. Zero says deduplication is off: nothing is
@@ -419,6 +427,80 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     /// ```
     pub fn grace(mut self, d: Duration) -> Self {
         self.grace = d;
+        self
+    }
+
+    /// Runs the handler again, in process, when it answers an error, and acks the
+    /// message `failed` only once `policy`'s attempts are used: the waits grow
+    /// exponentially from [`RetryPolicy::min_delay`] to [`RetryPolicy::max_delay`],
+    /// jittered unless [`RetryPolicy::jitter`] is off, at most
+    /// [`RetryPolicy::max_attempts`] runs in all, and no wait ends past
+    /// [`RetryPolicy::deadline`] counted from the first run. The `failed` ack carries the
+    /// last error and spends one attempt of the queue's `retryLimit`. Without it (the
+    /// default) the first error acks the message `failed`.
+    ///
+    /// This is where a backoff lives: Queen 2 redelivers a message acked `failed` at
+    /// once (its queue option `retryDelay` is stored but not applied, see
+    /// [`QueueOptions::retry_delay`](crate::QueueOptions::retry_delay)), so a handler
+    /// that fails for a moment (a payment result arriving before the row it updates)
+    /// would spend a `retryLimit` of 3 in under a second and be dead-lettered.
+    ///
+    /// - **What is run again**: an `Err` of the handler given to [`Worker::run`], taken
+    ///   as transient. A failure you know is permanent is not an `Err`: answer the step
+    ///   that settles it (`msg.step_with(AckStatus::Dlq)` dead-letters it now,
+    ///   `msg.step_with(AckStatus::Failed { error })` spends one attempt with no wait).
+    ///   A panic is a bug and is acked `failed` at once; the
+    ///   [`on_refused`](Worker::on_refused) and [`on_undecodable`](Worker::on_undecodable)
+    ///   handlers and a step that cannot commit are settled as before.
+    /// - **The lease**: it is renewed during the wait as while a handler runs (about
+    ///   every third of [`Worker::lease`]), so a wait may be longer than the lease. If it
+    ///   can no longer be renewed the wait ends at once and nothing is acked: the lease
+    ///   holder has the message ([`Summary::lease_lost`]). Each run's step is fenced by
+    ///   the lease as always.
+    /// - **Order**: the rest of the partition's batch waits behind the message.
+    /// - **Shutdown**: a worker told to stop ends the wait at once and acks the message
+    ///   `failed` with its last error. Not given back with `retry` and not left to the
+    ///   lease: neither counts an attempt, so a message that always fails, met by
+    ///   workers that restart often, would never reach the retry limit.
+    /// - **Counted**: each further run in [`Summary::retries`], each failed run in
+    ///   [`Summary::errors`] under [`ErrorKind::Handler`]; the message once, as it
+    ///   settles.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use queen_sdk::{PushItem, QueueOptions, RetryPolicy};
+    /// client.configure("payments", QueueOptions::new().retry_limit(3)).await?;
+    /// client.push(vec![PushItem::new("payments", &"o-7")]).await?;
+    /// let runs = Arc::new(AtomicU32::new(0));
+    /// let seen = runs.clone();
+    /// let summary = client
+    ///     .worker::<String>("payments")
+    ///     .retry_handler(
+    ///         RetryPolicy::default()
+    ///             .max_attempts(5)
+    ///             .min_delay(Duration::from_millis(20))
+    ///             .max_delay(Duration::from_secs(2)),
+    ///     )
+    ///     .run_until_idle(move |_payment, step| {
+    ///         // The saga's row is not there for the first two runs.
+    ///         let early = seen.fetch_add(1, Ordering::SeqCst) < 2;
+    ///         async move { if early { Err("no saga yet") } else { Ok(step) } }
+    ///     })
+    ///     .await?;
+    /// assert_eq!((summary.committed, summary.failed, summary.retries), (1, 0, 2));
+    /// assert_eq!(runs.load(Ordering::SeqCst), 3); // all three on the first delivery
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn retry_handler(mut self, policy: RetryPolicy) -> Self {
+        self.retry = (policy.attempts() > 1).then_some(policy);
         self
     }
 
@@ -588,6 +670,34 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     /// A handler's step that acks its message `dlq` ([`Delivery::step_with`]) is counted
     /// as dead-lettered ([`Outcome::DeadLettered`]), not as committed.
     ///
+    /// One signal for several workers: a [`CancellationToken`](crate::CancellationToken)
+    /// (re-exported by this crate), each worker given `token.clone().cancelled_owned()`
+    /// (a future that owns its token, so it can be moved into a spawned task). To also
+    /// stop them all when one fails, run them in a [`WorkerSet`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> anyhow::Result<()> {
+    /// # let broker = queen_mock_broker::MockBroker::start_in_memory().await?;
+    /// # let client = queen_sdk::Client::new(broker.url())?;
+    /// use queen_sdk::CancellationToken;
+    /// let stop = CancellationToken::new();
+    /// let orders = tokio::spawn(client.worker::<String>("orders").run(
+    ///     |_order, step| async move { Ok::<_, String>(step) },
+    ///     stop.clone().cancelled_owned(),
+    /// ));
+    /// let payments = tokio::spawn(client.worker::<f64>("payments").run(
+    ///     |_payment, step| async move { Ok::<_, String>(step) },
+    ///     stop.clone().cancelled_owned(),
+    /// ));
+    /// stop.cancel(); // both stop
+    /// let (orders, payments) = (orders.await??, payments.await??);
+    /// assert_eq!((orders.stopped, payments.stopped), (queen_sdk::Stopped::Shutdown, queen_sdk::Stopped::Shutdown));
+    /// # broker.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// A stop that `shutdown` did not ask for is an `Err`, so `main` fails with it: the
     /// broker refusing the worker for good (a pop answered 401, 403 or the queue gone, a
     /// step or an ack answered 401 or 403: a [`WorkerError`] of kind
@@ -711,6 +821,7 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
             refused: self.refused,
             observer: self.observer,
             horizon: Horizon::new(self.dedup_window, self.past_window),
+            retry: self.retry,
         };
         run::run(
             self.client,

@@ -27,6 +27,7 @@ pub(crate) struct Handlers<T> {
     pub refused: Option<RefusedHandler<T>>,
     pub observer: Option<Observer>,
     pub horizon: Horizon,
+    pub retry: Option<crate::retry::RetryPolicy>,
 }
 
 /// When a worker stops of its own accord.
@@ -64,6 +65,7 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
         refused: handlers.refused,
         observer: handlers.observer,
         horizon: handlers.horizon,
+        retry: handlers.retry,
         tally: tally.clone(),
         stop: stopping,
         leftovers: Arc::default(),
@@ -75,6 +77,7 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
     let mut stopped = Ok(Stopped::Shutdown);
     // Until idle: a pop found nothing while lanes ran; pop again once one ends.
     let mut await_lane = false;
+    shared.horizon.learn(&client, &queue).await;
     tracing::info!(%queue, concurrency, "worker started");
     loop {
         // One pop at a time, and only with room for the batch it brings.

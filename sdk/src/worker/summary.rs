@@ -10,7 +10,8 @@ use crate::error::Error;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// The handler answered an error (the message was acked `failed`).
+    /// The handler answered an error: the message was acked `failed`, or the handler
+    /// was run again ([`crate::Worker::retry_handler`]; each failed run counts).
     Handler,
     /// The handler panicked (the message was acked `failed`).
     Panic,
@@ -94,8 +95,14 @@ pub enum Stopped {
 #[derive(Debug, Default)]
 #[non_exhaustive]
 pub struct Summary {
-    /// Messages handed to the handler.
+    /// Messages handed to the handler (once each, however often
+    /// [`Worker::retry_handler`](crate::Worker::retry_handler) runs it again).
     pub processed: u64,
+    /// Handler runs repeated in process after an error, under
+    /// [`Worker::retry_handler`](crate::Worker::retry_handler): not deliveries, so in
+    /// none of the counters below (a message retried twice and then committed counts
+    /// 2 here and 1 in `committed`).
+    pub retries: u64,
     /// Steps committed.
     pub committed: u64,
     /// Messages whose step was already done (a [`once`](crate::TransactionBuilder::once)
@@ -156,6 +163,9 @@ impl fmt::Display for Summary {
             self.released,
             self.abandoned
         )?;
+        if self.retries > 0 {
+            write!(f, ", handler retries {}", self.retries)?;
+        }
         if self.past_dedup_window > 0 {
             write!(f, "; past the dedup window {}", self.past_dedup_window)?;
         }
