@@ -17,6 +17,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
@@ -26,6 +27,7 @@ use queen_sdk::{
     SeekTo, StartAt, TransactionBuilder, Ttl, WorkerSet,
 };
 use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
 
 /// What a saga handler answers: the step to commit, or why not yet.
 type Step = Pin<Box<dyn Future<Output = Result<TransactionBuilder, String>> + Send>>;
@@ -115,6 +117,28 @@ async fn run(env: &Env) -> anyhow::Result<()> {
             },
         )])
         .await?;
+    let shutdown = CancellationToken::new();
+    let early = Arc::new(Notify::new());
+    let mut workers = WorkerSet::new(shutdown.child_token());
+    workers
+        .spawn(
+            "start",
+            start_worker(&client, &n),
+            start_step(n.clone(), timeout),
+        )
+        .spawn(
+            "payments",
+            payments_worker(&client, &n),
+            payment_step(n.clone(), early.clone()),
+        )
+        .spawn(
+            "timeouts",
+            timeouts_worker(&client, &n),
+            timeout_step(n.clone()),
+        );
+
+    // The orders arrive once the early result has met its missing saga row.
+    early.notified().await;
     client
         .push(
             [("o-1", 1250), ("o-2", 990), ("o-3", 4000)]
@@ -131,26 +155,6 @@ async fn run(env: &Env) -> anyhow::Result<()> {
                 .collect(),
         )
         .await?;
-
-    let shutdown = CancellationToken::new();
-    let mut workers = WorkerSet::new(shutdown.child_token());
-    workers
-        .spawn(
-            "start",
-            start_worker(&client, &n),
-            start_step(n.clone(), timeout),
-        )
-        .spawn(
-            "payments",
-            payments_worker(&client, &n),
-            payment_step(n.clone()),
-        )
-        .spawn(
-            "timeouts",
-            timeouts_worker(&client, &n),
-            timeout_step(n.clone()),
-        );
-
     // o-2 is paid in time.
     client
         .push(vec![PushItem::new(
@@ -335,9 +339,10 @@ fn payments_worker(client: &Client, n: &Names) -> queen_sdk::Worker<PaymentResul
 /// A payment result settles the saga as paid, unless the timeout won first.
 fn payment_step(
     n: Names,
+    early: Arc<Notify>,
 ) -> impl Fn(Delivery<PaymentResult>, TransactionBuilder) -> Step + Send + Sync + 'static {
     move |paid, step| {
-        let n = n.clone();
+        let (n, early) = (n.clone(), early.clone());
         Box::pin(async move {
             let p = &paid.data;
             let row = step
@@ -347,6 +352,7 @@ fn payment_step(
                 .await
                 .map_err(|e| e.to_string())?;
             if row.is_none() {
+                early.notify_one();
                 return Err(format!("saga {} not started yet", p.order));
             }
             let outcome = Outcome {
