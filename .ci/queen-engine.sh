@@ -282,6 +282,8 @@ step_examples() {
 
   echo "-- pipeline (ingest -> enrich -> publish; per-run names)"
   timeout 120 "$BIN/pipeline" || { echo "pipeline: FAILED"; failed=1; }
+  echo "-- saga (a once_as race settled once, a handler backoff, a WorkerSet, a replay in an Epoch)"
+  timeout 120 "$BIN/saga" || { echo "saga: FAILED"; failed=1; }
 
   echo "-- order-worker (the long-lived worker on QUEEN_URL: events pushed, then SIGTERM)"
   # Its names are fixed (orders, receipts, ...); the events' ids and the customer
