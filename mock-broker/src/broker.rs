@@ -260,9 +260,11 @@ impl MockBrokerBuilder {
     }
 
     /// Keeps at most `bytes` of database pages in memory (default
-    /// [`DEFAULT_CACHE_BYTES`](crate::store::DEFAULT_CACHE_BYTES), 64 MiB). The broker's
-    /// resident memory is bounded by it whatever it stores; a larger cache serves a
-    /// working set that outgrows it from memory instead of the OS's page cache.
+    /// [`DEFAULT_CACHE_BYTES`](crate::store::DEFAULT_CACHE_BYTES), 64 MiB): what stored
+    /// data costs in resident memory whatever the broker stores; a larger cache serves
+    /// a working set that outgrows it from memory instead of the OS's page cache.
+    /// Fetch answers come on top, within [`Self::answer_budget`] (the crate's README
+    /// says what else bounds the broker's memory).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
@@ -492,6 +494,30 @@ impl MockBrokerBuilder {
     /// answers (empty) after this long. The binary's `--max-wait`.
     pub fn max_wait(mut self, d: Duration) -> Self {
         self.limits.max_wait = d;
+        self
+    }
+
+    /// The most bytes that fetch answers being read, rendered and sent may hold at
+    /// once, broker-wide (default
+    /// [`DEFAULT_BYTES`](crate::engine::answers::DEFAULT_BYTES), 512 MiB; see
+    /// [`crate::engine::answers`]). Each record of a fetch is charged while it is read
+    /// ([`record_cost`](crate::engine::answers::record_cost): twice its stored size, as
+    /// it exists both read and rendered) and the answer keeps its room until its body
+    /// has been sent. With the budget spent, a fetch answers the records that fitted
+    /// (the client reads on from the next offset); one with none waits for room up to
+    /// [`AnswerBudget::WAIT`](crate::engine::answers::AnswerBudget::WAIT), then is
+    /// answered 429 `overloaded` with `Retry-After`. The binary's `--answer-budget`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::builder().answer_budget(64 << 20).start().await?;
+    /// assert_eq!(broker.engine().limits().answer_budget, 64 << 20);
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn answer_budget(mut self, bytes: u64) -> Self {
+        self.limits.answer_budget = bytes;
         self
     }
 

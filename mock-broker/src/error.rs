@@ -25,6 +25,10 @@ pub enum EngineError {
     /// The writer's queue is full (HTTP 429 `overloaded`).
     #[error("the broker is overloaded; retry shortly")]
     Overloaded,
+    /// Answers being sent hold the broker's answer budget and none made room in time
+    /// (HTTP 429 `overloaded`, with `Retry-After`; see [`crate::engine::answers`]).
+    #[error("{0}")]
+    AnswersBusy(String),
     /// The broker is stopping and takes no new writes (HTTP 503 `retry`).
     #[error("the broker is shutting down; retry against a running broker")]
     ShuttingDown,

@@ -144,8 +144,19 @@ const FLAGS: &[Flag] = &[
         default: Some("64MiB"),
         repeatable: false,
         help: "Most bytes of database pages kept in memory (suffixes as for --storage-cap): \
-               what stored data costs in resident memory, however much is stored (answers \
-               being built, such as a large fetch, come on top).",
+               what stored data costs in resident memory, however much is stored (fetch \
+               answers come on top, within --answer-budget).",
+    },
+    Flag {
+        name: "answer-budget",
+        env: Some("QUEEN_ANSWER_BUDGET"),
+        value: Some("SIZE"),
+        default: Some("512MiB"),
+        repeatable: false,
+        help: "Most bytes that fetch answers being read, rendered and sent may hold at once, \
+               broker-wide (suffixes as for --storage-cap). When it is spent, a fetch answers \
+               the records that fitted, and one that has none waits up to 10 s for room, \
+               then is answered 429 `overloaded` with Retry-After.",
     },
     Flag {
         name: "checkpoint-ms",
@@ -252,6 +263,7 @@ struct Args {
     storage_cap: Option<u64>,
     storage_reserve: u64,
     cache_size: u64,
+    answer_budget: u64,
     checkpoint_ms: u64,
     max_connections: usize,
     header_timeout_secs: u64,
@@ -362,6 +374,7 @@ impl Args {
             storage_cap: typed("storage-cap", text("storage-cap"), parse_size)?,
             storage_reserve: required("storage-reserve", parse_size)?,
             cache_size: required("cache-size", parse_size)?,
+            answer_budget: required("answer-budget", parse_size)?,
             checkpoint_ms: required("checkpoint-ms", from_str)?,
             max_connections: typed("max-connections", text("max-connections"), from_str)?
                 .expect("a default"),
@@ -465,7 +478,8 @@ async fn serve(args: Args) -> ExitCode {
         .drain_period(Duration::from_secs(args.drain_secs))
         .console(!args.no_console)
         .max_lease(args.max_lease)
-        .max_wait(args.max_wait);
+        .max_wait(args.max_wait)
+        .answer_budget(args.answer_budget);
     for origin in &args.allow_origins {
         builder = builder.allow_origin(origin);
     }
@@ -674,6 +688,7 @@ mod tests {
             (None, None, None)
         );
         assert_eq!((a.storage_reserve, a.cache_size), (32 << 20, 64 << 20));
+        assert_eq!(a.answer_budget, 512 << 20);
         assert_eq!((a.checkpoint_ms, a.max_connections), (10_000, 4096));
         assert_eq!((a.header_timeout_secs, a.drain_secs), (60, 0));
         assert_eq!(a.log, "info");

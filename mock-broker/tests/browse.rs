@@ -546,3 +546,59 @@ async fn a_timer_key_with_slashes_is_peeked_and_cancelled_by_its_path() {
     let (_, p) = h.get("/api/v1/timers/q/orders/42/remind").await;
     assert_eq!(p["found"], false);
 }
+
+/// Under the answer budget (issue 52) a fetch answers the records that fit and the
+/// reader goes on from the next offset, missing nothing; a record larger than the
+/// whole budget is answered alone; the budget is given back once each answer is sent.
+#[tokio::test]
+async fn a_fetch_over_the_answer_budget_answers_what_fits_and_reads_on() {
+    let clock = queen_mock_broker::ManualClock::new();
+    let broker = MockBroker::builder()
+        .clock(clock.clone())
+        .answer_budget(3 << 20)
+        .start()
+        .await
+        .unwrap();
+    let h = Harness::with(broker, clock);
+    // Six records of 1 MiB: each costs twice its size in the budget, so about one fits.
+    let big = "x".repeat((1 << 20) - 2);
+    for i in 0..6 {
+        h.push_one("q", "p", &format!("m{i}"), json!(big)).await;
+    }
+    let mut next = 0;
+    let mut rounds = 0;
+    while next < 6 {
+        let e = fetch(
+            &h,
+            json!({"entries": [{"queue": "q", "partition": "p", "offset": next, "maxBytes": 8 << 20}]}),
+        )
+        .await;
+        let got = offsets(&e[0]);
+        assert!(!got.is_empty(), "at least one record each time: {next}");
+        assert!(got.len() < 6, "not all six at once under a 3 MiB budget");
+        assert_eq!(got[0], next, "no record skipped");
+        next = got.last().unwrap() + 1;
+        rounds += 1;
+    }
+    assert!(rounds >= 2, "{rounds} rounds");
+
+    // A budget smaller than one record: the record comes back alone, every time.
+    let clock = queen_mock_broker::ManualClock::new();
+    let small = MockBroker::builder()
+        .clock(clock.clone())
+        .answer_budget(256 << 10)
+        .start()
+        .await
+        .unwrap();
+    let h = Harness::with(small, clock);
+    h.push_one("q", "p", "a", json!(big)).await;
+    h.push_one("q", "p", "b", json!(big)).await;
+    for offset in [0, 1, 0] {
+        let e = fetch(
+            &h,
+            json!({"entries": [{"queue": "q", "partition": "p", "offset": offset}]}),
+        )
+        .await;
+        assert_eq!(offsets(&e[0]), [offset], "alone, and the room came back");
+    }
+}

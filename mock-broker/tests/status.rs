@@ -143,6 +143,70 @@ async fn a_status_queue_detail_carries_its_config_and_a_missing_one_is_404() {
     assert_eq!((s.as_u16(), b["code"].clone()), (404, json!("not_found")));
 }
 
+/// A queue's detail carries a page of its partitions, 1,000 by default, however many
+/// it has (issue 52: 100,000 partitions made one answer 43 MB); its totals and
+/// `partitionsTotal` count them all, and `limit`/`offset` page on. Both details, the
+/// status one and the resources one, page alike.
+#[tokio::test]
+async fn a_queue_detail_pages_its_partitions_and_counts_them_all() {
+    let h = Harness::new().await;
+    let items: Vec<Value> = (0..1_005)
+        .map(|i| json!({"queue": "wide", "partition": format!("p{i:04}"), "payload": i}))
+        .collect();
+    h.push(Value::Array(items)).await;
+    for route in [
+        "/api/v1/status/queues/wide",
+        "/api/v1/resources/queues/wide",
+    ] {
+        let (s, d) = h.get(route).await;
+        assert_eq!(s, 200, "{d}");
+        let names = |d: &Value| -> Vec<String> {
+            d["partitions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let first = names(&d);
+        assert_eq!(first.len(), 1_000, "{route}: the default page");
+        assert_eq!((first[0].as_str(), first[999].as_str()), ("p0000", "p0999"));
+        assert_eq!(d["partitionsTotal"], 1_005, "{route}");
+        assert_eq!(
+            d["pagination"],
+            json!({"limit": 1000, "offset": 0}),
+            "{route}"
+        );
+        assert_eq!(
+            d["totals"]["total"], 1_005,
+            "{route}: totals count every partition"
+        );
+
+        let (_, rest) = h.get(&format!("{route}?offset=1000")).await;
+        assert_eq!(
+            names(&rest),
+            ["p1000", "p1001", "p1002", "p1003", "p1004"],
+            "{route}"
+        );
+        assert_eq!(rest["totals"]["total"], 1_005, "{route}");
+        let (_, two) = h.get(&format!("{route}?limit=2&offset=3")).await;
+        assert_eq!(names(&two), ["p0003", "p0004"], "{route}");
+        assert_eq!(
+            two["pagination"],
+            json!({"limit": 2, "offset": 3}),
+            "{route}"
+        );
+        for bad in ["limit=0", "limit=10001", "offset=-1", "limit=many"] {
+            let (s, b) = h.get(&format!("{route}?{bad}")).await;
+            assert_eq!(
+                (s.as_u16(), b["code"].clone()),
+                (400, json!("bad_request")),
+                "{route}?{bad}: {b}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn status_queues_filter_and_page() {
     let h = Harness::new().await;

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use redb::Database;
 
+use super::answers::{self, Held};
 use super::consumers;
 use super::queues::{PartitionEntry, list_partitions};
 use super::resources::MessageStatus;
@@ -119,11 +120,44 @@ fn first_stored(r: &impl View, tenant: &str, pid: u64) -> Result<Option<u64>, St
     Ok(first)
 }
 
-/// Reads every entry of a fetch from one snapshot of the last commit.
-pub fn fetch(db: &Database, tenant: &str, f: &Fetch) -> Result<Vec<FetchedEntry>, StoreError> {
+/// A fetch's answer and the room it holds in the broker's [`AnswerBudget`](answers::AnswerBudget).
+#[derive(Debug)]
+pub struct Fetched {
+    /// One answer per entry, in the call's order.
+    pub entries: Vec<FetchedEntry>,
+    /// The room the records hold; keep it until the answer has been sent.
+    pub held: Held,
+}
+
+/// How a read of [`fetch`] ended.
+#[derive(Debug)]
+pub enum FetchRead {
+    /// Read as far as the call's budgets (and the answer budget) let it.
+    Read {
+        /// One answer per entry.
+        entries: Vec<FetchedEntry>,
+        /// The answer budget ran out before the call's own budgets did.
+        cut: bool,
+    },
+    /// The answer budget had no room for even the first record, which costs this much
+    /// ([`answers::record_cost`]): wait for that much room and read again.
+    Starved(u64),
+}
+
+/// Reads every entry of a fetch from one snapshot of the last commit, charging each
+/// record to `held` ([`answers::record_cost`]). When the answer budget has no room for
+/// a record, the call ends there, as when its own byte budget is spent: the entries
+/// after it answer their bounds and no records.
+pub fn fetch(
+    db: &Database,
+    tenant: &str,
+    f: &Fetch,
+    held: &mut Held,
+) -> Result<FetchRead, StoreError> {
     let r = Reader::begin(db)?;
     let mut call_left = f.max_bytes;
     let mut out = Vec::with_capacity(f.entries.len());
+    let (mut any, mut cut, mut starved) = (false, false, None);
     for e in &f.entries {
         let mut entry = FetchedEntry {
             queue: e.queue.clone(),
@@ -149,7 +183,7 @@ pub fn fetch(db: &Database, tenant: &str, f: &Fetch) -> Result<Vec<FetchedEntry>
         }
         let budget = e.max_bytes.min(MAX_ENTRY_BYTES);
         let mut used = 0u64;
-        if call_left > 0 {
+        if call_left > 0 && !cut {
             let prefix = Key::tenant(tenant).u64(part.id).into_bytes();
             let from = Key::tenant(tenant).u64(part.id).u64(e.offset).into_bytes();
             r.scan(T::Messages, &from, &prefix, |k, v| {
@@ -163,6 +197,17 @@ pub fn fetch(db: &Database, tenant: &str, f: &Fetch) -> Result<Vec<FetchedEntry>
                 if !entry.records.is_empty() && (used + n > budget || n > call_left) {
                     return Ok(false);
                 }
+                let cost = answers::record_cost(v.len());
+                // A record that costs more than the whole budget is answered alone,
+                // holding all of it.
+                if !held.try_charge(cost) && (any || !held.holds_all()) {
+                    cut = true;
+                    if !any {
+                        starved = Some(cost);
+                    }
+                    return Ok(false);
+                }
+                any = true;
                 used += n;
                 call_left = call_left.saturating_sub(n);
                 entry.records.push((offset, m));
@@ -171,39 +216,61 @@ pub fn fetch(db: &Database, tenant: &str, f: &Fetch) -> Result<Vec<FetchedEntry>
         }
         out.push(entry);
     }
-    Ok(out)
+    Ok(match starved {
+        Some(cost) => FetchRead::Starved(cost),
+        None => FetchRead::Read { entries: out, cut },
+    })
 }
 
 impl Engine {
     /// Reads records by offset ([`fetch`]); with a wait, until a record is there, an
-    /// entry fails, or the wait passes.
-    pub async fn fetch(&self, tenant: &str, f: Fetch) -> Result<Vec<FetchedEntry>, EngineError> {
+    /// entry fails, or the wait passes. The records are charged to the broker's
+    /// answer budget: when it is spent the answer carries what fitted; when not even
+    /// one record fits, the call waits for room ([`answers::AnswerBudget::acquire`]) and is
+    /// refused with [`EngineError::AnswersBusy`] if none comes.
+    pub async fn fetch(&self, tenant: &str, f: Fetch) -> Result<Fetched, EngineError> {
         let f = std::sync::Arc::new(f);
         let longest = MAX_WAIT.min(self.limits().max_wait);
         let deadline = tokio::time::Instant::now() + f.max_wait.min(longest);
         let waker = self.shared.wakers.tenant(tenant);
+        let answers = self.answer_budget();
+        let mut room = answers.empty();
         loop {
             // Register before reading, so a push committed in between still wakes us.
             let pushed = waker.notified();
             tokio::pin!(pushed);
             pushed.as_mut().enable();
             let (t, call) = (tenant.to_string(), f.clone());
-            let out = self.read(move |db, _| fetch(db, &t, &call)).await?;
-            let bytes: u64 = out
+            let mut held = std::mem::replace(&mut room, answers.empty());
+            let (read, held) = self
+                .read(move |db, _| fetch(db, &t, &call, &mut held).map(|r| (r, held)))
+                .await?;
+            let (entries, cut) = match read {
+                FetchRead::Read { entries, cut } => (entries, cut),
+                FetchRead::Starved(cost) => {
+                    drop(held);
+                    room = answers.acquire(cost).await?;
+                    continue;
+                }
+            };
+            let bytes: u64 = entries
                 .iter()
                 .flat_map(|e| &e.records)
                 .map(|(_, m)| record_bytes(m))
                 .sum();
-            let failed = out.iter().any(|e| e.error.is_some());
+            let failed = entries.iter().any(|e| e.error.is_some());
             if f.min_bytes == 0
                 || f.entries.is_empty()
                 || bytes >= f.min_bytes
                 || failed
+                || cut
                 || self.is_closing()
                 || tokio::time::Instant::now() >= deadline
             {
-                return Ok(out);
+                return Ok(Fetched { entries, held });
             }
+            // Waiting holds no room: what was read is read again after the wait.
+            drop((entries, held));
             tokio::select! {
                 _ = &mut pushed => {}
                 _ = tokio::time::sleep_until(deadline) => {}

@@ -7,6 +7,7 @@
 //! No HTTP types appear here.
 
 pub mod ack;
+pub mod answers;
 pub mod browse;
 pub mod consumers;
 pub mod dlq;
@@ -96,6 +97,9 @@ struct Shared {
     max_lease_secs: std::sync::atomic::AtomicU64,
     /// [`Limits::max_wait`], in milliseconds.
     max_wait_ms: std::sync::atomic::AtomicU64,
+    /// [`Limits::answer_budget`]: replaced whole when it changes (answers in flight
+    /// keep their room in the one they charged).
+    answers: std::sync::RwLock<answers::AnswerBudget>,
 }
 
 /// Bounds on what one call may hold or wait for, whatever it asks: a lease (a pop's
@@ -104,13 +108,17 @@ struct Shared {
 /// `timeout`, an ephemeral pop's, a fetch's `maxWaitMs`) waits at most `max_wait`.
 /// A longer ask is clamped, not refused, so a client that asks for more keeps working,
 /// for less time: the answer's `leaseExpiresAt` says when its lease lapses, and a pop
-/// that waited its bound answers empty as any timed-out long-poll does.
+/// that waited its bound answers empty as any timed-out long-poll does. Large read
+/// answers together hold at most `answer_budget` bytes ([`answers`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Longest lease (the binary's `--max-lease`, 1 hour by default).
     pub max_lease: Duration,
     /// Longest long-poll (the binary's `--max-wait`, 60 s by default).
     pub max_wait: Duration,
+    /// Bytes that fetch answers being built and sent may hold at once, broker-wide
+    /// (the binary's `--answer-budget`, [`answers::DEFAULT_BYTES`] by default).
+    pub answer_budget: u64,
 }
 
 impl Limits {
@@ -132,6 +140,7 @@ impl Default for Limits {
         Limits {
             max_lease: Self::MAX_LEASE,
             max_wait: Self::MAX_WAIT,
+            answer_budget: answers::DEFAULT_BYTES,
         }
     }
 }
@@ -195,6 +204,7 @@ impl Engine {
                     txn_log: txn_log::TxnLog::default(),
                     max_lease_secs: Limits::MAX_LEASE.as_secs().into(),
                     max_wait_ms: (Limits::MAX_WAIT.as_millis() as u64).into(),
+                    answers: std::sync::RwLock::default(),
                 }),
             },
             thread,
@@ -209,6 +219,23 @@ impl Engine {
         self.shared.max_lease_secs.store(secs, Relaxed);
         let ms = u64::try_from(limits.max_wait.as_millis()).unwrap_or(u64::MAX);
         self.shared.max_wait_ms.store(ms, Relaxed);
+        let mut answers = self
+            .shared
+            .answers
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if answers.bytes() != answers::AnswerBudget::new(limits.answer_budget).bytes() {
+            *answers = answers::AnswerBudget::new(limits.answer_budget);
+        }
+    }
+
+    /// The budget large read answers charge ([`answers`]).
+    pub(crate) fn answer_budget(&self) -> answers::AnswerBudget {
+        self.shared
+            .answers
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The bounds on leases and long-polls in force.
@@ -217,6 +244,7 @@ impl Engine {
         Limits {
             max_lease: Duration::from_secs(self.shared.max_lease_secs.load(Relaxed)),
             max_wait: Duration::from_millis(self.shared.max_wait_ms.load(Relaxed)),
+            answer_budget: self.answer_budget().bytes(),
         }
     }
 
@@ -761,14 +789,16 @@ impl Engine {
             .await
     }
 
-    /// One queue with its partitions' figures; `None` when it does not exist.
+    /// One queue with a page of its partitions' figures (its totals count them
+    /// all); `None` when it does not exist.
     pub async fn queue_detail(
         &self,
         tenant: &str,
         queue: &str,
+        page: resources::PartitionPage,
     ) -> Result<Option<resources::QueueStats>, EngineError> {
         let (tenant, queue) = (tenant.to_string(), queue.to_string());
-        self.read(move |db, now| resources::queue(db, &tenant, &queue, now))
+        self.read(move |db, now| resources::queue_page(db, &tenant, &queue, now, page))
             .await
     }
 

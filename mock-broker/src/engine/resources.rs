@@ -90,8 +90,11 @@ pub struct QueueStats {
     pub name: String,
     /// Its record: namespace, task, options, creation time.
     pub record: QueueRecord,
-    /// Its partitions, in name order.
+    /// Its partitions, in name order: all of them, or the page asked for
+    /// ([`queue_page`]).
     pub partitions: Vec<PartitionStats>,
+    /// How many partitions it has (`partitions` may hold a page of them).
+    pub partition_count: usize,
     /// The partitions' counts added up.
     pub totals: Counts,
     /// Bytes of its stored messages.
@@ -190,8 +193,24 @@ pub fn queues_measured(
     })?;
     found
         .into_iter()
-        .map(|(name, record)| stats(&r, tenant, name, record, &dead, now, measure))
+        .map(|queue| stats(&r, tenant, queue, &dead, now, measure, ALL))
         .collect()
+}
+
+/// Every partition, as a page.
+const ALL: PartitionPage = PartitionPage {
+    offset: 0,
+    limit: usize::MAX,
+};
+
+/// Which of a queue's partitions (in name order) a detail carries: `limit` of them,
+/// after skipping `offset`. Its totals count every partition whatever the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionPage {
+    /// Partitions skipped.
+    pub offset: usize,
+    /// Most partitions carried.
+    pub limit: usize,
 }
 
 /// One queue with its figures; `None` when it does not exist.
@@ -200,6 +219,19 @@ pub fn queue(
     tenant: &str,
     name: &str,
     now: Micros,
+) -> Result<Option<QueueStats>, StoreError> {
+    queue_page(db, tenant, name, now, ALL)
+}
+
+/// [`queue`] with a page of its partitions: the figures of the others are added to
+/// the totals and dropped, so an answer holds at most `page.limit` partitions however
+/// many the queue has.
+pub fn queue_page(
+    db: &Database,
+    tenant: &str,
+    name: &str,
+    now: Micros,
+    page: PartitionPage,
 ) -> Result<Option<QueueStats>, StoreError> {
     let r = Reader::begin(db)?;
     let Some(record) =
@@ -211,11 +243,11 @@ pub fn queue(
     stats(
         &r,
         tenant,
-        name.to_string(),
-        record,
+        (name.to_string(), record),
         &dead,
         now,
         Measure::Full,
+        page,
     )
     .map(Some)
 }
@@ -308,25 +340,31 @@ pub fn message(
 fn stats(
     r: &Reader,
     tenant: &str,
-    name: String,
-    record: QueueRecord,
+    (name, record): (String, QueueRecord),
     dead: &HashMap<u64, u64>,
     now: Micros,
     measure: Measure,
+    page: PartitionPage,
 ) -> Result<QueueStats, StoreError> {
     let mut partitions = Vec::new();
     let mut totals = Counts::default();
     let mut retained_bytes = 0;
-    for p in list_partitions(r, tenant, &name)? {
+    let all = list_partitions(r, tenant, &name)?;
+    let partition_count = all.len();
+    let kept = page.offset..page.offset.saturating_add(page.limit);
+    for (i, p) in all.into_iter().enumerate() {
         let s = partition_stats(r, tenant, p, dead, now, measure)?;
         totals.add(&s.counts);
         retained_bytes += s.retained_bytes;
-        partitions.push(s);
+        if kept.contains(&i) {
+            partitions.push(s);
+        }
     }
     Ok(QueueStats {
         name,
         record,
         partitions,
+        partition_count,
         totals,
         retained_bytes,
     })

@@ -326,7 +326,7 @@ impl From<&crate::error::EngineError> for Refusal {
             E::BadRequest(_) => Refusal::Invalid,
             E::NameTooLong(_) => Refusal::NameTooLong,
             E::PayloadTooLarge(_) => Refusal::TooLarge,
-            E::Overloaded => Refusal::Overloaded,
+            E::Overloaded | E::AnswersBusy(_) => Refusal::Overloaded,
             E::ShuttingDown => Refusal::ShuttingDown,
             E::KvRefusal(r) if r.too_large => Refusal::TooLarge,
             E::KvRefusal(_) => Refusal::InvalidKv,

@@ -22,7 +22,7 @@ use super::wire::browse::{
 };
 use super::{AppState, Caller};
 use crate::clock::parse_iso;
-use crate::engine::browse::MessageFilter;
+use crate::engine::browse::{Fetched, MessageFilter};
 
 /// This module's routes, merged into [`super::router`].
 pub(crate) fn routes() -> Router<AppState> {
@@ -168,7 +168,11 @@ pub async fn list(s: Caller, params: Params) -> Result<Response, ApiError> {
 pub async fn fetch(s: Caller, Json(body): Json<FetchBody>) -> Result<Response, ApiError> {
     let call = body.into_fetch()?;
     let out = s.engine.fetch(s.tenant(), call).await?;
-    Ok(AxumJson(fetch_answer(&out)).into_response())
+    // The records are rendered, then dropped; the answer keeps its room in the
+    // budget until its body has been sent.
+    let Fetched { entries, held } = out;
+    let answer = fetch_answer(&entries);
+    Ok(super::budgeted::json_holding(&answer, held))
 }
 
 /// `POST /api/v1/partitions/changed`: partitions written since a time, in creation

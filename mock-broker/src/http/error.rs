@@ -100,6 +100,7 @@ impl From<EngineError> for ApiError {
         match e {
             // Each `Retry-After` says when trying again may help.
             EngineError::Overloaded
+            | EngineError::AnswersBusy(_)
             | EngineError::ShuttingDown
             | EngineError::QueueFull(_)
             | EngineError::EphemeralUnavailable(_) => ApiError {

@@ -4,6 +4,7 @@
 mod acks;
 mod browse;
 pub mod browser;
+mod budgeted;
 pub(crate) mod console;
 mod ephemeral;
 pub mod error;

@@ -275,13 +275,16 @@ pub async fn status_queues(s: Caller, p: Params) -> Result<Response, ApiError> {
     Ok(AxumJson(body).into_response())
 }
 
-/// `GET /api/v1/status/queues/{queue}`: one queue with its configuration and
-/// partitions; 404 when it does not exist.
+/// `GET /api/v1/status/queues/{queue}?limit=&offset=`: one queue with its
+/// configuration and a page of its partitions (the first 1,000 by default;
+/// `partitionsTotal` counts them all); 404 when it does not exist.
 pub async fn status_queue(
     s: Caller,
     PathParams(queue): PathParams<String>,
+    p: Params,
 ) -> Result<Response, ApiError> {
-    let Some(q) = s.engine.queue_detail(s.tenant(), &queue).await? else {
+    let page = resources::partition_page(&p)?;
+    let Some(q) = s.engine.queue_detail(s.tenant(), &queue, page).await? else {
         return Err(resources::not_found(format!(
             "queue {queue:?} does not exist"
         )));
@@ -320,6 +323,11 @@ pub async fn status_queue(
                 newest_message: p.last_message_at.map(format_iso),
             })
             .collect(),
+        partitions_total: q.partition_count,
+        pagination: Pagination {
+            limit: page.limit,
+            offset: page.offset,
+        },
         totals: DetailTotals {
             messages: MessageCounts::of(totals, 0),
             flat: MessageCounts::of(totals, 0),

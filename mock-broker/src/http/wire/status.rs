@@ -434,9 +434,14 @@ pub struct DetailTotals {
 pub struct StatusQueueDetail<'a> {
     /// The queue and its configuration (a coverage test reads `queue.config`).
     pub queue: DetailQueue<'a>,
-    /// Its partitions.
+    /// A page of its partitions, in name order.
     pub partitions: Vec<DetailPartition<'a>>,
-    /// Their counts added up.
+    /// Every partition of the queue.
+    #[serde(rename = "partitionsTotal")]
+    pub partitions_total: usize,
+    /// The page.
+    pub pagination: Pagination,
+    /// The counts of every partition added up.
     pub totals: DetailTotals,
 }
 

@@ -1,0 +1,244 @@
+//! The broker-wide byte budget of read answers: what answers being built and sent may
+//! hold in memory at once, whatever their number.
+//!
+//! A read that materialises a large answer (a fetch reads up to 64 MiB of records and
+//! renders them as JSON) charges its records to the budget while it reads them and
+//! keeps the charge until its body has been handed to the connection. The probe of
+//! issue 52 sent 48 read-only 64 MiB fetches at once and took the broker from 1.06 to
+//! 6.3 GiB of resident memory: each held its records and their JSON text at the same
+//! time. Under the budget a read that finds it spent answers with what it already has
+//! (a fetch answers fewer records, which the protocol allows: the client reads on from
+//! the next offset); a read that has nothing yet waits for room, at most
+//! [`AnswerBudget::WAIT`], then is answered 429 `overloaded` with `Retry-After`, which
+//! the official clients retry by themselves.
+//!
+//! The budget counts in units of 1 KiB (a semaphore's permits), taken in steps of
+//! [`STEP`] so that a run of small records takes the semaphore rarely.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::error::EngineError;
+
+/// Bytes per permit of the semaphore.
+const UNIT: u64 = 1024;
+
+/// The least a charge takes from the semaphore at once (unless the budget is smaller).
+pub const STEP: u64 = 256 * 1024;
+
+/// The budget of a broker not told otherwise: four answers of the largest fetch
+/// (64 MiB of records, charged twice: read and rendered) at once.
+pub const DEFAULT_BYTES: u64 = 512 << 20;
+
+/// What holding one stored record in an answer costs: the record as read and its JSON
+/// text both exist while the answer is rendered, and each row of the answer carries
+/// its offset, time and keys besides (measured: 80 to 120 bytes of JSON a record).
+pub fn record_cost(stored_bytes: usize) -> u64 {
+    2 * stored_bytes as u64 + 256
+}
+
+/// The broker-wide byte budget of answers being built and sent. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AnswerBudget {
+    sem: Arc<Semaphore>,
+    units: u64,
+}
+
+impl AnswerBudget {
+    /// How long a read with nothing to answer yet waits for room before it is refused.
+    pub const WAIT: Duration = Duration::from_secs(10);
+
+    /// A budget of `bytes` (at least [`STEP`]).
+    pub fn new(bytes: u64) -> Self {
+        let units = bytes
+            .max(STEP)
+            .div_ceil(UNIT)
+            .min(Semaphore::MAX_PERMITS as u64);
+        AnswerBudget {
+            sem: Arc::new(Semaphore::new(units as usize)),
+            units,
+        }
+    }
+
+    /// The budget's size in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.units * UNIT
+    }
+
+    /// Bytes not held by any answer now.
+    pub fn available(&self) -> u64 {
+        self.sem.available_permits() as u64 * UNIT
+    }
+
+    /// An empty charge, to be grown with [`Held::try_charge`].
+    pub fn empty(&self) -> Held {
+        Held {
+            budget: self.clone(),
+            permit: None,
+            bytes: 0,
+        }
+    }
+
+    /// Waits for `bytes` of room (all of the budget when it asks more, so that one
+    /// answer larger than the budget is served alone), at most [`Self::WAIT`]; then
+    /// [`EngineError::AnswersBusy`].
+    pub async fn acquire(&self, bytes: u64) -> Result<Held, EngineError> {
+        let units = bytes.div_ceil(UNIT).clamp(1, self.units);
+        let wanted = u32::try_from(units).unwrap_or(u32::MAX);
+        let permit = tokio::time::timeout(Self::WAIT, self.sem.clone().acquire_many_owned(wanted))
+            .await
+            .map_err(|_| self.busy())?
+            .map_err(|_| self.busy())?;
+        Ok(Held {
+            budget: self.clone(),
+            permit: Some(permit),
+            bytes: 0,
+        })
+    }
+
+    fn busy(&self) -> EngineError {
+        EngineError::AnswersBusy(format!(
+            "answers being sent hold the broker's answer budget ({} MiB) and none made room \
+             within {} s; retry shortly",
+            self.bytes() >> 20,
+            Self::WAIT.as_secs()
+        ))
+    }
+}
+
+impl Default for AnswerBudget {
+    fn default() -> Self {
+        AnswerBudget::new(DEFAULT_BYTES)
+    }
+}
+
+/// Room one answer holds in the [`AnswerBudget`]; given back when dropped.
+#[derive(Debug)]
+pub struct Held {
+    budget: AnswerBudget,
+    permit: Option<OwnedSemaphorePermit>,
+    /// Bytes charged so far (at most the permits held).
+    bytes: u64,
+}
+
+impl Held {
+    fn held(&self) -> u64 {
+        self.permit.as_ref().map_or(0, |p| p.num_permits() as u64) * UNIT
+    }
+
+    /// Whether this answer holds the whole budget.
+    pub fn holds_all(&self) -> bool {
+        self.held() >= self.budget.bytes()
+    }
+
+    /// Bytes charged to this answer.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Charges `n` more bytes if the budget has room for them now, without waiting;
+    /// `false` (and nothing charged) when it has not.
+    pub fn try_charge(&mut self, n: u64) -> bool {
+        let need = self.bytes + n;
+        let held = self.held();
+        if need <= held {
+            self.bytes = need;
+            return true;
+        }
+        let missing = (need - held).div_ceil(UNIT);
+        let step = (STEP / UNIT).min(self.budget.units);
+        for units in [missing.max(step), missing] {
+            let Ok(units) = u32::try_from(units) else {
+                continue;
+            };
+            if let Ok(more) = self.budget.sem.clone().try_acquire_many_owned(units) {
+                match &mut self.permit {
+                    Some(p) => p.merge(more),
+                    None => self.permit = Some(more),
+                }
+                self.bytes = need;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Sets the charge to `bytes`, the answer's size once it is rendered: room held
+    /// beyond it goes back to the budget at once; more is taken if the budget has it
+    /// (an answer whose JSON outgrew its estimate is sent whatever the budget holds,
+    /// as it is already in memory).
+    pub fn settle(&mut self, bytes: u64) {
+        let units = bytes.div_ceil(UNIT);
+        if let Some(p) = &mut self.permit {
+            let held = p.num_permits() as u64;
+            if held > units {
+                drop(p.split((held - units) as usize));
+            }
+        }
+        if bytes > self.held() {
+            let extra = bytes - self.bytes.min(bytes);
+            self.try_charge(extra);
+        }
+        self.bytes = bytes.min(self.held());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charges_take_room_and_dropping_gives_it_back() {
+        let budget = AnswerBudget::new(1 << 20);
+        let mut a = budget.empty();
+        assert!(a.try_charge(700 << 10));
+        let mut b = budget.empty();
+        // 700 KiB held by `a`: 400 KiB more does not fit, 300 KiB does.
+        assert!(!b.try_charge(400 << 10));
+        assert!(b.try_charge(300 << 10));
+        assert_eq!(budget.available(), 24 << 10);
+        drop(a);
+        assert!(b.try_charge(400 << 10));
+        drop(b);
+        assert_eq!(budget.available(), 1 << 20);
+    }
+
+    #[test]
+    fn settling_gives_back_what_the_rendered_answer_does_not_need() {
+        let budget = AnswerBudget::new(4 << 20);
+        let mut a = budget.empty();
+        assert!(a.try_charge(3 << 20));
+        a.settle(1 << 20);
+        assert_eq!(a.bytes(), 1 << 20);
+        assert_eq!(budget.available(), 3 << 20);
+        // An answer larger than its estimate takes more when there is room.
+        a.settle(2 << 20);
+        assert_eq!(budget.available(), 2 << 20);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_that_finds_no_room_waits_then_is_refused() {
+        let budget = AnswerBudget::new(1 << 20);
+        let all = budget
+            .acquire(u64::MAX)
+            .await
+            .expect("an idle budget has room");
+        let refused = budget
+            .acquire(1)
+            .await
+            .expect_err("no room until `all` is gone");
+        assert!(
+            matches!(refused, EngineError::AnswersBusy(_)),
+            "{refused:?}"
+        );
+        let waiting = tokio::spawn({
+            let budget = budget.clone();
+            async move { budget.acquire(512 << 10).await.map(|h| h.held()) }
+        });
+        tokio::task::yield_now().await;
+        drop(all);
+        assert_eq!(waiting.await.unwrap().unwrap(), 512 << 10);
+    }
+}
