@@ -188,9 +188,14 @@ pub struct QueueDetail {
     /// Bytes its stored messages take.
     #[serde(default, deserialize_with = "de::opt_count")]
     pub retained_bytes: Option<u64>,
-    /// Its partitions.
+    /// Its partitions: every one on Queen 2; the first 1,000 on the reference broker,
+    /// which pages a queue's detail (`partitions_total` then says how many there are).
     #[serde(default)]
     pub partitions: Vec<PartitionStats>,
+    /// How many partitions the queue has, when the broker pages them (the reference
+    /// broker's `partitionsTotal`); `None` from a broker that answers them all.
+    #[serde(default, deserialize_with = "de::opt_count")]
+    pub partitions_total: Option<u64>,
 }
 
 impl QueueDetail {
@@ -374,6 +379,7 @@ impl Client {
     /// client.ack(&first, AckStatus::Completed).await?;
     /// let q = client.queue_stats("orders").await?;
     /// assert_eq!((q.totals.completed, q.totals.pending), (1, 2));
+    /// assert_eq!(q.partitions_total, Some(1)); // the reference broker pages partitions
     /// assert!(client.queue_stats("nope").await.unwrap_err().is_not_found());
     /// # broker.shutdown().await;
     /// # Ok(())
