@@ -260,9 +260,13 @@ build_examples() {
 
 # The order worker proven by URL through queen-verify's fault proxy (0 violations),
 # and both broken workers caught: verify-worker's own exit code.
+# --allow-reset: the examples step's order-worker left its orders, receipts, reminders
+# and billing group on this throwaway engine, under the names verify-worker resets;
+# without it queen-verify refuses (exit 2) to delete what it did not make. Each check
+# deletes what it made after its last schedule, so shapes, next, needs no such flag.
 step_verify() {
   build_examples
-  "$BIN/verify-worker" --url "$QUEEN_URL"
+  "$BIN/verify-worker" --url "$QUEEN_URL" --allow-reset
 }
 
 # Exactly-once for every step shape the engine has (issue 49): verify-shapes by URL,

@@ -73,9 +73,45 @@ async fn a_worker_ran(url: &str) {
         .await
         .unwrap();
     assert!(!refused.is_committed(), "{refused:?}");
+    // A rollback that is an error: a required decrement of stock there is none of.
+    let short = client
+        .transaction()
+        .kv(|k| k.incr("stock", "sku-1", -1, Ttl::Forever).min(0).required())
+        .commit()
+        .await
+        .unwrap();
+    assert!(!short.is_committed(), "{short:?}");
     for m in [m2, m3] {
         let dead = client.transaction().ack_with(m, AckStatus::Dlq).commit();
         assert!(dead.await.unwrap().is_committed());
+    }
+    // Timers that ended: o-2's reminder cancelled, o-3's fired (after a second).
+    for (key, after) in [("o-2", 3600), ("o-3", 1)] {
+        let set = client
+            .transaction()
+            .timer("reminders", key, |t| {
+                t.after(Duration::from_secs(after))
+                    .payload(&json!({"orderId": key}))
+            })
+            .commit()
+            .await
+            .unwrap();
+        assert!(set.is_committed());
+    }
+    assert!(client.timers().cancel("reminders", "o-2").await.unwrap().ok);
+    let fired = tokio::time::Instant::now();
+    while client
+        .messages(queen_sdk::MessageQuery::queue("reminders"))
+        .await
+        .unwrap()
+        .messages
+        .is_empty()
+    {
+        assert!(
+            fired.elapsed() < Duration::from_secs(30),
+            "o-3's reminder never fired"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -131,7 +167,14 @@ async fn the_console_shows_what_a_worker_did_in_a_real_browser() {
 
     // The transaction log: the commit with its parts, the rollback with its reason.
     b.goto(&format!("{url}/console#/transactions")).await;
-    b.wait_for(&["Committed", "Rolled back"]).await;
+    // A lost `once` gate reads as what it is, not as an error; a real rollback keeps
+    // its reason.
+    b.wait_for(&[
+        "Committed",
+        "Already done: the once marker paid/o-2 is set",
+        "Rolled back: kv_precondition (limit)",
+    ])
+    .await;
     b.eval("document.querySelectorAll('main details').forEach((d) => { d.open = true; })")
         .await;
     let log = b
@@ -143,7 +186,10 @@ async fn the_console_shows_what_a_worker_did_in_a_real_browser() {
             "reminders/o-1",
         ])
         .await;
-    assert!(log.contains("Rolled back: "), "{log}");
+    assert!(
+        !log.contains("(exists)"),
+        "the gate is not a rollback: {log}"
+    );
     b.screenshot(&shots.join("transactions.png")).await;
 
     // From the log to a message: its payload, and the transactions that touched it.
@@ -163,10 +209,24 @@ async fn the_console_shows_what_a_worker_did_in_a_real_browser() {
     b.wait_for(&["orders", "paid"]).await;
     b.goto(&format!("{url}/console#/kv/orders")).await;
     b.wait_for(&["o-1", "\"status\": \"paid\""]).await;
+    // Timers: the pending one, and those fired and cancelled since the broker started.
     b.goto(&format!("{url}/console#/timers")).await;
-    b.wait_for(&["reminders"]).await;
+    b.wait_for(&["Pending", "reminders", "Recently fired or cancelled"])
+        .await;
     b.goto(&format!("{url}/console#/timers/reminders")).await;
-    b.wait_for(&["o-1"]).await;
+    let timers = b
+        .wait_for(&["o-1", "o-2", "o-3", "Fired", "Cancelled"])
+        .await;
+    let recent = timers
+        .split("Recently fired or cancelled")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(recent.contains("o-2") && recent.contains("o-3"), "{timers}");
+    assert!(
+        !recent.contains("o-1"),
+        "o-1 is pending, not ended: {timers}"
+    );
+    b.screenshot(&shots.join("timers.png")).await;
 
     // Dead letters, and a retry from the page.
     b.goto(&format!("{url}/console#/dlq")).await;

@@ -409,6 +409,8 @@ async fn bad_parameters_are_400_with_error_and_code() {
         ("/api/v1/transactions?limit=257", "bad_request"),
         ("/api/v1/transactions?limit=-1", "bad_request"),
         ("/api/v1/transactions?limit=%FF", "bad_request"),
+        ("/api/v1/timer-log?limit=0", "bad_request"),
+        ("/api/v1/timer-log?limit=257", "bad_request"),
     ] {
         let (s, b) = h.get(path).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{path}: {b}");

@@ -213,6 +213,7 @@ fn routes() -> Vec<Row> {
         row(M::GET, "/api/v1/kv/{ns}", "/api/v1/kv/n?prefix=&limit=10", None, Ro),
         row(M::GET, "/api/v1/timers", "/api/v1/timers", None, Ro),
         row(M::GET, "/api/v1/transactions", "/api/v1/transactions?limit=10", None, Ro),
+        row(M::GET, "/api/v1/timer-log", "/api/v1/timer-log?limit=10", None, Ro),
         row(M::GET, "/console/whoami", "/console/whoami", None, Ro),
     ]
 }

@@ -288,7 +288,8 @@ const USAGE: &str = "usage: verify-shapes [--shape NAME[,NAME...]] [--url URL] [
   --shape NAMES  run these checks: ack-incr, ack-timer, ack-push-own-id, failed-ack,
                  required-decrement, lock-guard, expected-version, unsafe (default: all)
   --url URL      run against the broker at URL through a fault proxy (QUEEN_TOKEN: its
-                 token); before each schedule it resets what the workers write there";
+                 token); before each schedule it resets what the workers write there, and
+                 refuses (exit 2) if it finds there what it did not make (--allow-reset)";
 
 /// Schedules against a URL by default: each takes real time.
 const URL_SCHEDULES: usize = 10;

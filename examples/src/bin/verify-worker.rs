@@ -369,7 +369,8 @@ impl Which {
 const USAGE: &str = "usage: verify-worker [--worker order|fresh-ids|unfenced] [--url URL] [--seed N] [--schedules N] [--replay SCHEDULE]
   --worker NAMES      run these checks, comma-separated (default: all three)
   --url URL           run against the broker at URL through a fault proxy (QUEEN_TOKEN: its
-                      token); before each schedule it resets what the workers write there";
+                      token); before each schedule it resets what the workers write there, and
+                      refuses (exit 2) if it finds there what it did not make (--allow-reset)";
 
 /// Schedules against a URL by default: each takes real time (a lapsed lease is waited for).
 const URL_SCHEDULES: usize = 20;

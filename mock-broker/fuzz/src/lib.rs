@@ -178,6 +178,7 @@ pub const ROUTES: &[Route] = &[
     r("POST", "/api/v1/lease/{lease}/extend", "", Some(r#"{"seconds":120}"#)),
     r("POST", "/api/v1/transaction", "", Some(r#"{"operations":[{"type":"ack","transactionId":"m1","partitionId":"$PID","consumerGroup":"g0","leaseId":"$LEASE","status":"completed"},{"type":"push","items":[{"queue":"fz-out","partition":"p0","transactionId":"r1","payload":{"n":1}}]}],"requiredLeases":["$LEASE"],"kv":[{"op":"put","ns":"fz","key":"k1","value":{"v":1},"ttlSeconds":60},{"op":"incr","ns":"fz","key":"c","delta":2,"forever":true}],"timers":[{"op":"schedule","queue":"fz","timerKey":"t9","payload":"aGk=","delayMs":1000}],"positions":[{"queue":"fz","partition":"p1","consumerGroup":"g2","offset":0}]}"#)),
     r("GET", "/api/v1/transactions", "limit=10", None),
+    r("GET", "/api/v1/timer-log", "queue=fz&limit=10", None),
     r("GET", "/console/whoami", "", None),
     r("POST", "/api/v1/kv", "", Some(r#"{"operations":[{"op":"put","ns":"fz","key":"k2","value":[1,"a",null],"ttlSeconds":60,"expect":0},{"op":"getMany","ns":"fz","keys":["k0","k2"]},{"op":"getPrefix","ns":"fz","prefix":"k","limit":10,"keysOnly":false},{"op":"check","ns":"fz","key":"k0","expect":1}]}"#)),
     r("GET", "/api/v1/kv", "", None),

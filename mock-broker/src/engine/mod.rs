@@ -28,6 +28,7 @@ pub mod retention;
 pub mod stamp;
 pub mod status;
 pub mod streams;
+pub mod timer_log;
 pub mod timers;
 pub mod traces;
 pub mod txn;
@@ -92,6 +93,8 @@ struct Shared {
     ephemeral: ephemeral::Rings,
     /// Each tenant's recent transaction calls ([`txn_log`]), in memory.
     txn_log: txn_log::TxnLog,
+    /// Each tenant's recently fired and cancelled timers ([`timer_log`]), in memory.
+    timer_log: timer_log::TimerLog,
     /// [`Limits::max_lease`], in seconds (set once at start; atomic so that setting
     /// it needs no lock on every pop's path).
     max_lease_secs: std::sync::atomic::AtomicU64,
@@ -202,6 +205,7 @@ impl Engine {
                     activity,
                     ephemeral: ephemeral::Rings::default(),
                     txn_log: txn_log::TxnLog::default(),
+                    timer_log: timer_log::TimerLog::default(),
                     max_lease_secs: Limits::MAX_LEASE.as_secs().into(),
                     max_wait_ms: (Limits::MAX_WAIT.as_millis() as u64).into(),
                     answers: std::sync::RwLock::default(),
@@ -542,6 +546,15 @@ impl Engine {
                 other => {
                     if let Ok(done) = &other {
                         self.note_txn(tenant, &t, done);
+                        if let txn::TxnOutcome::Committed { results, .. } = done {
+                            self.note_cancelled(
+                                tenant,
+                                results.iter().filter_map(|r| match r {
+                                    txn::StepResult::Timer { result, .. } => Some(result),
+                                    _ => None,
+                                }),
+                            );
+                        }
                     }
                     return other;
                 }
@@ -570,7 +583,43 @@ impl Engine {
         ops: Vec<timers::TimerOp>,
     ) -> Result<Vec<timers::TimerResult>, EngineError> {
         let adds = ops.iter().any(timers::TimerOp::adds_data);
-        self.each(tenant, ops, adds, timers::apply).await
+        let out = self.each(tenant, ops, adds, timers::apply).await?;
+        self.note_cancelled(tenant, &out);
+        Ok(out)
+    }
+
+    /// Records the timers `results` cancelled in the timer log ([`timer_log`]): called
+    /// once their write is committed.
+    fn note_cancelled<'a>(
+        &self,
+        tenant: &str,
+        results: impl IntoIterator<Item = &'a timers::TimerResult>,
+    ) {
+        let now = self.shared.clock.now_micros();
+        let ended = results
+            .into_iter()
+            .filter_map(|r| match (&r.status, &r.record) {
+                (timers::TimerStatus::Cancelled, Some(rec)) => Some(timer_log::Ended::new(
+                    timer_log::TimerEnd::Cancelled,
+                    now,
+                    &r.queue,
+                    &r.timer_key,
+                    rec,
+                )),
+                _ => None,
+            });
+        self.shared.timer_log.record(tenant, ended);
+    }
+
+    /// The tenant's last `limit` fired and cancelled timers (of `queue`, when given),
+    /// newest first ([`timer_log`]: in memory, the last [`timer_log::KEPT`]).
+    pub fn ended_timers(
+        &self,
+        tenant: &str,
+        queue: Option<&str>,
+        limit: usize,
+    ) -> Vec<timer_log::Ended> {
+        self.shared.timer_log.recent(tenant, queue, limit)
     }
 
     /// Reads pending timers: one by key (`key`), or a page of a queue's.
@@ -731,7 +780,7 @@ impl Engine {
                     .shared
                     .writer
                     .submit(move |tx| {
-                        let n = timers::fire_due(tx)?;
+                        let fired = timers::fire_due(tx)?;
                         if purge {
                             requests::purge(tx)?;
                         }
@@ -741,11 +790,17 @@ impl Engine {
                                 tracing::debug!(deleted = gone, "retention");
                             }
                         }
-                        Ok(n)
+                        Ok(fired)
                     })
                     .await;
                 match fired {
-                    Ok(n) if n > 0 => tracing::debug!(fired = n, "timers fired"),
+                    Ok(fired) if !fired.is_empty() => {
+                        tracing::debug!(fired = fired.len(), "timers fired");
+                        // Committed: the log may say so now.
+                        for (tenant, ended) in fired {
+                            engine.shared.timer_log.record(&tenant, [ended]);
+                        }
+                    }
                     Ok(_) => {}
                     Err(EngineError::ShuttingDown) => break,
                     Err(e) => tracing::warn!(error = %e, "timer sweep failed; will retry"),

@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 
 use super::ids;
 use super::push::{NewMessage, append};
+use super::timer_log::{Ended, TimerEnd};
 use crate::clock::Micros;
 use crate::error::EngineError;
 use crate::store::keys::{Key, KeyReader};
@@ -323,8 +324,9 @@ fn delivered_payload(rec: &TimerRecord) -> Box<RawValue> {
 }
 
 /// Fires every timer due by now (up to one sweep): pushes its message and removes it.
-/// Answers how many fired.
-pub fn fire_due(tx: &mut Tx) -> Result<usize, StoreError> {
+/// Answers the timers fired, each with its tenant, for the timer log
+/// ([`super::timer_log`]) once the write is committed.
+pub fn fire_due(tx: &mut Tx) -> Result<Vec<(String, Ended)>, StoreError> {
     let now = ordered(tx.now);
     let mut due = Vec::new();
     tx.scan(T::TimerDue, &[], &[], |k, _| {
@@ -343,6 +345,7 @@ pub fn fire_due(tx: &mut Tx) -> Result<usize, StoreError> {
         }
         Ok(true)
     })?;
+    let mut fired = Vec::with_capacity(due.len());
     for (tenant, queue, key, dkey) in &due {
         tx.delete(T::TimerDue, dkey.clone());
         let Some(rec) = get(tx, tenant, queue, key)? else {
@@ -362,8 +365,13 @@ pub fn fire_due(tx: &mut Tx) -> Result<usize, StoreError> {
                 message_id: Some(rec.message_id.clone()),
             },
         )?;
+        let at = tx.now;
+        fired.push((
+            tenant.clone(),
+            Ended::new(TimerEnd::Fired, at, queue, key, &rec),
+        ));
     }
-    Ok(due.len())
+    Ok(fired)
 }
 
 /// A page of a queue's pending timers.

@@ -53,6 +53,11 @@ fn text(s: &str) -> String {
     cut(s, TEXT_BYTES)
 }
 
+/// `s` cut to [`TEXT_BYTES`], as this log cuts a name (the timer log cuts the same way).
+pub(crate) fn cut_text(s: &str) -> String {
+    text(s)
+}
+
 /// The first [`ITEMS`] elements of a list, and how many were left out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Part<I> {

@@ -386,6 +386,7 @@ pub(crate) fn router_with(
         )
         .route("/api/v1/timers", get(timers::queues).post(timers::timers))
         .route("/api/v1/timers/{queue}", get(timers::list))
+        .route("/api/v1/timer-log", get(timers::log))
         // A timer key may contain `/` (the official clients send it unescaped): the
         // key is the whole rest of the path.
         .route(

@@ -1,5 +1,6 @@
-//! `POST /api/v1/timers`, cancel, peek and list, and the console's listing of a
-//! tenant's timer queues (`GET /api/v1/timers`).
+//! `POST /api/v1/timers`, cancel, peek and list, and the console's reads: a tenant's
+//! timer queues (`GET /api/v1/timers`) and its recently fired and cancelled timers
+//! (`GET /api/v1/timer-log`, [`crate::engine::timer_log`]).
 
 use axum::Json as AxumJson;
 use axum::response::{IntoResponse, Response};
@@ -9,6 +10,8 @@ use super::error::ApiError;
 use super::extract::{Body, Params, PathParams, parse_body_with};
 use super::wire::kv::At;
 use super::wire::timers::{self as wire, TimerOpWire, TimersAnswer, TimersBody};
+use crate::clock::format_iso;
+use crate::engine::timer_log::{self, Ended};
 use crate::engine::timers::{self, DEFAULT_HORIZON_S, TimerRead};
 use crate::error::EngineError;
 
@@ -105,4 +108,47 @@ pub async fn list(
 pub async fn queues(s: Caller) -> Result<Response, ApiError> {
     let list = s.engine.timer_queues(s.tenant()).await?;
     Ok(AxumJson(wire::queues(&list)).into_response())
+}
+
+/// One ended timer of `GET /api/v1/timer-log`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EndedWire<'a> {
+    at: String,
+    deliver_at: String,
+    end: &'static str,
+    message_id: &'a str,
+    partition: &'a str,
+    queue: &'a str,
+    seq: u64,
+    timer_key: &'a str,
+    txn: &'a str,
+}
+
+impl<'a> From<&'a Ended> for EndedWire<'a> {
+    fn from(e: &'a Ended) -> Self {
+        EndedWire {
+            at: format_iso(e.at),
+            deliver_at: format_iso(e.deliver_at),
+            end: e.end.as_str(),
+            message_id: &e.message_id,
+            partition: &e.partition,
+            queue: &e.queue,
+            seq: e.seq,
+            timer_key: &e.timer_key,
+            txn: &e.txn,
+        }
+    }
+}
+
+/// `GET /api/v1/timer-log?queue=Q&limit=N`: the tenant's recently fired and cancelled
+/// timers, newest first (`{"timers": [...], "kept": 256}`); of one queue when `queue`
+/// is given. A read of the broker's memory: the last [`timer_log::KEPT`] per tenant,
+/// forgotten at a restart.
+pub async fn log(s: Caller, params: Params) -> Result<Response, ApiError> {
+    let limit = params.int("limit", 100, 1, timer_log::KEPT as i64)? as usize;
+    let queue = params.get("queue").filter(|q| !q.is_empty());
+    let ended = s.engine.ended_timers(s.tenant(), queue, limit);
+    let timers: Vec<EndedWire<'_>> = ended.iter().map(EndedWire::from).collect();
+    Ok(AxumJson(serde_json::json!({"timers": timers, "kept": timer_log::KEPT})).into_response())
 }

@@ -28,8 +28,10 @@ use serde_json::Value;
 
 use crate::invariant::Invariant;
 use crate::report::{CouldNotRun, Counterexample, Verdict};
+#[cfg(feature = "in-process")]
+use crate::run::run_one;
 use crate::run::{
-    RunOutcome, RunSpec, SetupFn, SetupFuture, SetupStep, Stop, WorkerFn, WorkerFuture, run_one,
+    RunOutcome, RunSpec, SetupFn, SetupFuture, SetupStep, Stop, WorkerFn, WorkerFuture,
 };
 use crate::schedule::{FaultPlan, Schedule};
 
@@ -512,8 +514,11 @@ impl WorkerCheck {
         self
     }
 
-    /// The seed the schedules are drawn from (default 0): the same seed draws the same
-    /// schedules.
+    /// The seed the schedules are drawn from. The default is 0, fixed on purpose: every
+    /// run of a check draws the same schedules and prints the same verdict, so a CI job
+    /// is repeatable and a failure it reports is there the next time. To explore other
+    /// schedules, set another seed, or run a [`Cli`](crate::Cli) program with
+    /// `--seed random`, which draws one and prints it (the run can then be replayed).
     ///
     /// ```
     /// let check = queen_verify::WorkerCheck::new(|_c, stop| async move { stop.await }).seed(0x5eed);
@@ -761,6 +766,12 @@ impl WorkerCheck {
     /// assert!(check.clone().schedules(0).run_blocking().could_not_run.is_some());
     /// ```
     pub fn run_blocking(&self) -> Verdict {
+        let verdict = self.run_schedules();
+        self.clean_up();
+        verdict
+    }
+
+    fn run_schedules(&self) -> Verdict {
         let started = Instant::now();
         if let Some(why) = self.unrunnable() {
             return self.could_not(why, 0, 0, started);
@@ -905,6 +916,12 @@ impl WorkerCheck {
     /// assert!(check.replay_blocking(Schedule::new()).passed());
     /// ```
     pub fn replay_blocking(&self, schedule: Schedule) -> Verdict {
+        let verdict = self.replay_one(schedule);
+        self.clean_up();
+        verdict
+    }
+
+    fn replay_one(&self, schedule: Schedule) -> Verdict {
         let started = Instant::now();
         if let Some(why) = self.unrunnable() {
             return self.could_not(why, 0, 0, started);
@@ -933,6 +950,12 @@ impl WorkerCheck {
     }
 }
 
+/// Why a check with no broker URL cannot run in a build without the in-process broker.
+#[cfg(not(feature = "in-process"))]
+const NO_IN_PROCESS: &str = "this build of queen-verify has no in-process broker (built \
+    without its `in-process` feature): point the check at a broker with \
+    WorkerCheck::against(Broker::url(..)), or build queen-verify with default features";
+
 impl WorkerCheck {
     /// The runtime a check's runs happen on. In process: one thread on a paused clock,
     /// so a run's waits (backoffs, long-polls, the idle window, lease-expiry holds)
@@ -942,7 +965,9 @@ impl WorkerCheck {
     fn runtime(&self) -> tokio::runtime::Runtime {
         let mut b = match self.remote {
             None => {
+                #[cfg_attr(not(feature = "in-process"), allow(unused_mut))]
                 let mut b = tokio::runtime::Builder::new_current_thread();
+                #[cfg(feature = "in-process")]
                 b.start_paused(true);
                 b
             }
@@ -957,6 +982,22 @@ impl WorkerCheck {
             .expect("a tokio runtime for the verification")
     }
 
+    /// By URL, after a verdict: deletes what the check made there (pass or fail: a
+    /// replay makes it again), so that the next check finds the names it resets empty.
+    /// A failure is said on stderr: the verdict stands, and the next check refuses
+    /// what is left (or deletes it with `--allow-reset`).
+    fn clean_up(&self) {
+        let Some(remote) = &self.remote else {
+            return;
+        };
+        let done = self
+            .runtime()
+            .block_on(crate::remote::clean_up(self.spec(), Arc::clone(remote)));
+        if let Err(e) = done {
+            eprintln!("queen-verify: {e}");
+        }
+    }
+
     /// Runs one schedule: on a fresh in-process broker, or against the broker by URL.
     fn run_schedule(
         &self,
@@ -965,7 +1006,13 @@ impl WorkerCheck {
         schedule: Schedule,
     ) -> RunOutcome {
         match &self.remote {
+            #[cfg(feature = "in-process")]
             None => rt.block_on(run_one(Arc::clone(spec), schedule)),
+            #[cfg(not(feature = "in-process"))]
+            None => {
+                let _ = (rt, schedule);
+                crate::run::setup_failure(NO_IN_PROCESS.to_string())
+            }
             Some(remote) => rt.block_on(crate::remote::run_remote(
                 Arc::clone(spec),
                 schedule,

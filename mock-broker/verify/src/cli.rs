@@ -16,9 +16,13 @@ use crate::schedule::Schedule;
 /// ```
 pub const USAGE: &str = "\
 options:
-  --seed N            draw the schedules from seed N (decimal or 0x hex; default: the check's)
+  --seed N            draw the schedules from seed N (decimal or 0x hex; default: the check's,
+                      0 unless it sets one: every run draws the same schedules); `random`
+                      draws a new seed and prints it, so that the run can be replayed
   --schedules N       run N schedules (default: the check's, or QUEEN_VERIFY_SCHEDULES)
   --replay SCHEDULE   run this one printed schedule, e.g. 'transaction#1:commit-then-drop'
+  --allow-reset       by URL: delete what the check finds under the names it resets though it
+                      did not make it (without: it refuses, exit 2, naming what it would delete)
   --help              print this
 exit codes: 0 proven, 1 counterexample, 2 could not run (or a usage error)";
 
@@ -34,8 +38,13 @@ exit codes: 0 proven, 1 counterexample, 2 could not run (or a usage error)";
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Cli {
-    /// `--seed N`.
+    /// `--seed N`, or the seed `--seed random` drew.
     pub seed: Option<u64>,
+    /// Whether [`Cli::seed`] was drawn (`--seed random`): [`Cli::main`] prints it.
+    pub seed_drawn: bool,
+    /// `--allow-reset`: a check by URL may delete what it did not make
+    /// ([`Broker::allow_reset`](crate::Broker::allow_reset)).
+    pub allow_reset: bool,
     /// `--schedules N`.
     pub schedules: Option<usize>,
     /// `--replay SCHEDULE`.
@@ -71,12 +80,15 @@ pub enum CliError {
 }
 
 impl Cli {
-    /// Parses `args` (without the program's name).
+    /// Parses `args` (without the program's name). `--seed random` draws a seed (and
+    /// sets [`Cli::seed_drawn`]).
     ///
     /// ```
     /// let cli = queen_verify::Cli::parse(["--schedules", "50", "--worker", "unfenced"])?;
     /// assert_eq!(cli.schedules, Some(50));
     /// assert_eq!(cli.rest, ["--worker", "unfenced"]);
+    /// let random = queen_verify::Cli::parse(["--seed", "random", "--allow-reset"])?;
+    /// assert!(random.seed_drawn && random.seed.is_some() && random.allow_reset);
     /// # Ok::<(), queen_verify::CliError>(())
     /// ```
     pub fn parse<I, S>(args: I) -> Result<Cli, CliError>
@@ -99,7 +111,17 @@ impl Cli {
             };
             match flag.as_str() {
                 "--help" | "-h" => return Err(CliError::Help),
-                "--seed" => cli.seed = Some(parse_seed(&value("--seed")?)?),
+                "--seed" => {
+                    let v = value("--seed")?;
+                    if v.trim() == "random" {
+                        cli.seed = Some(random_seed());
+                        cli.seed_drawn = true;
+                    } else {
+                        cli.seed = Some(parse_seed(&v)?);
+                        cli.seed_drawn = false;
+                    }
+                }
+                "--allow-reset" => cli.allow_reset = true,
                 "--schedules" => {
                     let v = value("--schedules")?;
                     cli.schedules = Some(v.trim().parse().map_err(|_| CliError::Bad {
@@ -149,6 +171,9 @@ impl Cli {
     pub fn configure(&self, mut check: WorkerCheck) -> WorkerCheck {
         if let Some(seed) = self.seed {
             check = check.seed(seed);
+        }
+        if self.allow_reset {
+            check = check.allowing_reset();
         }
         match self.schedules {
             Some(n) => check.schedules(n),
@@ -211,6 +236,9 @@ impl Cli {
             return ExitCode::from(Outcome::CouldNotRun.code());
         }
         let check = cli.configure(check);
+        if cli.seed_drawn {
+            println!("seed {:#x} (drawn: --seed random)", check.seed);
+        }
         let verdict = cli.verdict(&check);
         print!("{verdict}");
         if let Some(c) = &verdict.counterexample
@@ -237,6 +265,17 @@ impl Cli {
 /// );
 /// # Ok::<(), queen_verify::ParseScheduleError>(())
 /// ```
+///
+/// By URL it also names the broker and says that the replay keeps real time:
+///
+/// ```
+/// use queen_verify::{Broker, ReplayCommand, Resources, WorkerCheck};
+/// let check = WorkerCheck::new(|_c, stop| async move { stop.await })
+///     .against(Broker::url("http://127.0.0.1:6632", Resources::new()));
+/// let line = ReplayCommand::new("prove", &check, &Default::default()).to_string();
+/// assert!(line.contains("against the broker at http://127.0.0.1:6632"), "{line}");
+/// assert!(line.contains("timing may differ"), "{line}");
+/// ```
 #[derive(Debug, Clone)]
 pub struct ReplayCommand {
     line: String,
@@ -252,9 +291,16 @@ impl ReplayCommand {
     /// assert!(cmd.to_string().ends_with("--replay 'none'"));
     /// ```
     pub fn new(program: &str, check: &WorkerCheck, schedule: &Schedule) -> Self {
-        ReplayCommand {
-            line: format!("{program} --seed {:#x} --replay '{schedule}'", check.seed),
+        let mut line = format!("{program} --seed {:#x} --replay '{schedule}'", check.seed);
+        if let Some(remote) = &check.remote {
+            line.push_str(&format!(
+                " (against the broker at {}: by URL a run keeps real time, so the replay's \
+                 timing may differ from this run's and it may not fail the same way; in \
+                 process a replay is exact)",
+                remote.url
+            ));
         }
+        ReplayCommand { line }
     }
 }
 
@@ -262,6 +308,19 @@ impl fmt::Display for ReplayCommand {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "replay it: {}", self.line)
     }
+}
+
+/// A seed drawn for `--seed random`: the standard library's per-process random hash
+/// keys (from the OS) over the time, so no random-number crate is linked for it.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::hash::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
 }
 
 fn parse_seed(v: &str) -> Result<u64, CliError> {

@@ -3,7 +3,7 @@
 //!
 //! They are checked against the stored state, not through the API the worker used, so a
 //! worker cannot pass by reading back its own mistakes: in process, read directly with
-//! [`queen_mock_broker::harness::Inspector`]; against a broker URL, read by the
+//! the broker's inspector (with the `in-process` feature); against a broker URL, read by the
 //! verifier's own client (never through the fault proxy) with the broker's public API.
 //! [`State`]'s accessors ([`State::messages`], [`State::cursor`], [`State::kv_row`],
 //! [`State::timers`], [`State::dead_letters`]) work the same on both; the helpers use
@@ -16,21 +16,26 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+#[cfg(feature = "in-process")]
 use queen_mock_broker::MockBroker;
-use queen_mock_broker::harness::{InspectedMessage, InspectedTimer, Inspector};
+#[cfg(feature = "in-process")]
+use queen_mock_broker::harness::Inspector;
+#[cfg(feature = "in-process")]
 use queen_mock_broker::store::StoreError;
 use queen_sdk::DeadLetter;
 use serde_json::Value;
 
 use crate::check::Input;
+use crate::stored::{StoredMessage, StoredTimer};
 
 /// Where a [`State`] reads from: the in-process broker's storage, or a broker's public
 /// API (`remote`). Invariants are sync; a remote backend blocks on each read.
 pub(crate) trait Backend: Sync {
     /// The in-process broker's storage; `None` against a URL.
+    #[cfg(feature = "in-process")]
     fn inspector(&self) -> Option<Inspector<'_>>;
     /// The stored messages of a partition, in offset order.
-    fn messages(&self, queue: &str, partition: &str) -> Result<Vec<InspectedMessage>, StateError>;
+    fn messages(&self, queue: &str, partition: &str) -> Result<Vec<StoredMessage>, StateError>;
     /// A group's position on a partition; `None` if it has none there.
     fn cursor(
         &self,
@@ -41,18 +46,20 @@ pub(crate) trait Backend: Sync {
     /// A KV row.
     fn kv_row(&self, ns: &str, key: &str) -> Result<Option<KvEntry>, StateError>;
     /// A queue's pending timers.
-    fn timers(&self, queue: &str) -> Result<Vec<InspectedTimer>, StateError>;
+    fn timers(&self, queue: &str) -> Result<Vec<StoredTimer>, StateError>;
     /// The broker's time, in microseconds since the epoch.
     fn now_micros(&self) -> i64;
 }
 
+#[cfg(feature = "in-process")]
 impl Backend for MockBroker {
     fn inspector(&self) -> Option<Inspector<'_>> {
         Some(self.inspect())
     }
 
-    fn messages(&self, queue: &str, partition: &str) -> Result<Vec<InspectedMessage>, StateError> {
-        Ok(self.inspect().messages(queue, partition)?)
+    fn messages(&self, queue: &str, partition: &str) -> Result<Vec<StoredMessage>, StateError> {
+        let stored = self.inspect().messages(queue, partition)?;
+        Ok(stored.into_iter().map(StoredMessage::from).collect())
     }
 
     fn cursor(
@@ -81,8 +88,9 @@ impl Backend for MockBroker {
         }))
     }
 
-    fn timers(&self, queue: &str) -> Result<Vec<InspectedTimer>, StateError> {
-        Ok(self.inspect().timers(queue)?)
+    fn timers(&self, queue: &str) -> Result<Vec<StoredTimer>, StateError> {
+        let pending = self.inspect().timers(queue)?;
+        Ok(pending.into_iter().map(StoredTimer::from).collect())
     }
 
     fn now_micros(&self) -> i64 {
@@ -93,6 +101,7 @@ impl Backend for MockBroker {
 /// What [`State::inspect`] unwinds with when there is no in-process broker (a check
 /// against a URL): the remote runner catches it and reports the run as one that could
 /// not be carried out, naming the invariant, instead of a panic.
+#[cfg_attr(not(feature = "in-process"), allow(dead_code))]
 pub(crate) struct InProcessOnly;
 
 /// A [`State`] read that failed: the storage of the in-process broker, or a call to a
@@ -110,6 +119,7 @@ pub(crate) struct InProcessOnly;
 #[non_exhaustive]
 pub enum StateError {
     /// The in-process broker's storage could not be read.
+    #[cfg(feature = "in-process")]
     #[error("reading the broker's storage: {0}")]
     Store(#[from] StoreError),
     /// A call to the broker's API failed.
@@ -216,6 +226,8 @@ impl<'a> State<'a> {
     /// });
     /// # let _ = reminders;
     /// ```
+    #[cfg(feature = "in-process")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "in-process")))]
     pub fn inspect(&self) -> Inspector<'a> {
         match self.broker.inspector() {
             Some(i) => i,
@@ -236,11 +248,7 @@ impl<'a> State<'a> {
     /// });
     /// # let _ = once;
     /// ```
-    pub fn messages(
-        &self,
-        queue: &str,
-        partition: &str,
-    ) -> Result<Vec<InspectedMessage>, StateError> {
+    pub fn messages(&self, queue: &str, partition: &str) -> Result<Vec<StoredMessage>, StateError> {
         self.broker.messages(queue, partition)
     }
 
@@ -291,7 +299,7 @@ impl<'a> State<'a> {
     /// });
     /// # let _ = none_left;
     /// ```
-    pub fn timers(&self, queue: &str) -> Result<Vec<InspectedTimer>, StateError> {
+    pub fn timers(&self, queue: &str) -> Result<Vec<StoredTimer>, StateError> {
         self.broker.timers(queue)
     }
 
@@ -497,7 +505,7 @@ impl Invariant {
         let queue: String = queue.into();
         let key_of = {
             let field = field.clone();
-            move |m: &InspectedMessage| match m.data.get(&field) {
+            move |m: &StoredMessage| match m.data.get(&field) {
                 Some(Value::String(s)) => Some(s.clone()),
                 Some(v) => Some(v.to_string()),
                 None => None,
@@ -523,7 +531,7 @@ impl Invariant {
         name: impl Into<String>,
         queue: impl Into<String>,
         expected: impl IntoIterator<Item = (P, K)>,
-        key_of: impl Fn(&InspectedMessage) -> Option<String> + Send + Sync + 'static,
+        key_of: impl Fn(&StoredMessage) -> Option<String> + Send + Sync + 'static,
     ) -> Self
     where
         P: Into<String>,

@@ -43,7 +43,7 @@ use crate::run::{
 use crate::schedule::Schedule;
 use proxy::{Action, Control, IN_PROCESS_ONLY, Proxy, Upstream};
 use reader::{RemoteReader, evaluate, probe, progress};
-use reset::{KnownKeys, Resets, reset};
+use reset::{KnownKeys, Resets, foreign, reset};
 
 /// The lease a remote check gives the worker's batches by default.
 const DEFAULT_LEASE: Duration = Duration::from_secs(2);
@@ -56,8 +56,19 @@ const DEFAULT_LEASE: Duration = Duration::from_secs(2);
 /// A reset deletes each queue (`DELETE /api/v1/resources/queues/{queue}`: its messages,
 /// cursors, leases and dead letters), each KV row of each namespace, each pending timer
 /// of each timer queue, and each group's cursors (`DELETE
-/// /api/v1/consumer-groups/{group}`). Point a check at a broker (or a tenant) of its
-/// own: whatever is there under those names is gone.
+/// /api/v1/consumer-groups/{group}`).
+///
+/// It deletes only what it made. Before its first schedule a check reads what is there
+/// under those names: a message in one of its queues, a row in one of its namespaces
+/// (where the broker cannot list a namespace: one of the keys it knows of), a pending
+/// timer, a group's cursor, that it did not make, and it refuses to run (could not
+/// run, exit code 2) with one line naming each and what it holds, unless told it may
+/// delete them ([`Broker::allow_reset`], `--allow-reset`). After its last schedule,
+/// pass or fail, it deletes what it made, so that the next check on the same names
+/// (in this process or another) finds them empty. A check stopped before that (killed,
+/// or its process crashed) leaves its state, which the next one refuses until allowed.
+/// What is pushed there by hand *while* a check runs is deleted with its own: point a
+/// check at a broker (or a tenant) of its own.
 ///
 /// An invariant that reads a queue, namespace or timer queue not reset would read the
 /// previous schedule's state as this one's: such a check fails before its first
@@ -191,6 +202,7 @@ pub struct Broker {
     token: Option<String>,
     resets: Resources,
     lease: Duration,
+    allow_reset: bool,
 }
 
 impl Broker {
@@ -210,6 +222,7 @@ impl Broker {
             token: None,
             resets,
             lease: DEFAULT_LEASE,
+            allow_reset: false,
         }
     }
 
@@ -242,6 +255,25 @@ impl Broker {
     /// ```
     pub fn lease(mut self, d: Duration) -> Self {
         self.lease = d.max(Duration::from_secs(1));
+        self
+    }
+
+    /// Lets the check delete what it finds under the names it resets though it did not
+    /// make it: messages in its queues, rows in its KV namespaces, pending timers, a
+    /// group's cursors. Without it, a check whose first reset would delete such state
+    /// could not run (exit code 2), with one line naming each queue, namespace, timer
+    /// queue or group and what it holds; with it, the check prints that line as what
+    /// it deletes, and goes on. `--allow-reset` on a [`Cli`](crate::Cli) program.
+    ///
+    /// ```
+    /// use queen_verify::{Broker, Resources};
+    /// // CI's own broker, where an earlier step left messages in `receipts`.
+    /// let broker = Broker::url("http://127.0.0.1:6632", Resources::new().queues(["receipts"]))
+    ///     .allow_reset();
+    /// # let _ = broker;
+    /// ```
+    pub fn allow_reset(mut self) -> Self {
+        self.allow_reset = true;
         self
     }
 
@@ -317,7 +349,23 @@ impl WorkerCheck {
             broker,
             told: AtomicBool::new(false),
             keys,
+            claimed: AtomicBool::new(false),
         }));
+        self
+    }
+
+    /// This check, allowed to delete what it did not make by URL
+    /// ([`Broker::allow_reset`]); in process, unchanged.
+    pub(crate) fn allowing_reset(mut self) -> Self {
+        if let Some(r) = &self.remote {
+            self.remote = Some(Arc::new(Remote {
+                url: r.url.clone(),
+                broker: r.broker.clone().allow_reset(),
+                told: AtomicBool::new(false),
+                keys: Arc::clone(&r.keys),
+                claimed: AtomicBool::new(false),
+            }));
+        }
         self
     }
 }
@@ -332,6 +380,9 @@ pub(crate) struct Remote {
     told: AtomicBool,
     /// The KV keys the reset deletes where the broker cannot list a namespace.
     keys: Arc<KnownKeys>,
+    /// Whether what the check resets is its own: found empty (or allowed to be reset)
+    /// before the first schedule of a verdict; cleared by [`clean_up`] after its last.
+    claimed: AtomicBool,
 }
 
 impl Remote {
@@ -374,6 +425,55 @@ async fn all_acked(admin: &Client, upstream: &Upstream, spec: &RunSpec) -> bool 
         }
     }
     true
+}
+
+/// Before a check's first reset: what it would delete that it did not make refuses the
+/// run (one line naming each, and `--allow-reset`), unless the check is allowed to
+/// reset it, when the same line says what goes.
+async fn claim(
+    remote: &Remote,
+    resets: &Resets,
+    admin: &Client,
+    upstream: &Upstream,
+) -> Result<(), String> {
+    let url = &remote.url;
+    let found = foreign(resets, admin, upstream, &remote.keys)
+        .await
+        .map_err(|e| format!("reading what a reset would delete at {url}: {e}"))?;
+    if found.is_empty() {
+        return Ok(());
+    }
+    if remote.broker.allow_reset {
+        eprintln!(
+            "queen-verify: against {url}: allowed to reset (--allow-reset), deleting what \
+             this check did not make: {}",
+            found.join(", ")
+        );
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to reset what this check did not make at {url}: {}; a run deletes \
+         these before each schedule: pass --allow-reset (Broker::allow_reset) to delete \
+         them, or point the check at a broker of its own",
+        found.join(", ")
+    ))
+}
+
+/// After a verdict by URL: deletes what the check made (the reset it does before each
+/// schedule), so that the broker is left as the check found it (empty under the names
+/// it resets) and a later check, in this process or another, finds nothing that is not
+/// its own. Nothing when the check never claimed the names (it could not run before).
+pub(crate) async fn clean_up(spec: Arc<RunSpec>, remote: Arc<Remote>) -> Result<(), String> {
+    if !remote.claimed.swap(false, Ordering::SeqCst) {
+        return Ok(());
+    }
+    let url = remote.url.as_str();
+    let admin = remote.client(SETUP_AGENT, url, &spec)?;
+    let upstream = Upstream::new(url, remote.broker.token.clone())?;
+    let resets = Resets::of(&spec, &remote.broker.resets);
+    reset(&resets, &admin, &upstream, &remote.keys)
+        .await
+        .map_err(|e| format!("deleting what the check made at {url}: {e}"))
 }
 
 /// Runs one schedule against `remote`'s broker through a fault proxy.
@@ -428,6 +528,12 @@ pub(crate) async fn run_remote(
             trace: Vec::new(),
             faults_hit: 0,
         };
+    }
+    if !remote.claimed.load(Ordering::SeqCst) {
+        if let Err(refused) = claim(&remote, &reader.resets, &admin, &upstream).await {
+            return setup_failure(refused);
+        }
+        remote.claimed.store(true, Ordering::SeqCst);
     }
     if let Err(e) = reset(&reader.resets, &admin, &upstream, &remote.keys).await {
         return setup_failure(format!("resetting the broker at {url} before the run: {e}"));

@@ -43,7 +43,7 @@ fn receipts(orders: &'static str, out: &'static str) -> WorkerCheck {
     WorkerCheck::new(move |client: Client, stop: Stop| async move {
         client
             .worker::<Value>(orders)
-            .group("billing", StartAt::Beginning)
+            .group(orders, StartAt::Beginning)
             .run(
                 move |msg, step| {
                     let step = step.push(out, |p| p.payload(&msg.data));
@@ -62,7 +62,7 @@ fn receipts_apart(orders: &'static str, out: &'static str) -> WorkerCheck {
         let steps = client.clone();
         client
             .worker::<Value>(orders)
-            .group("billing", StartAt::Beginning)
+            .group(orders, StartAt::Beginning)
             .run(
                 move |msg, step| {
                     let client = steps.clone();
@@ -79,9 +79,11 @@ fn receipts_apart(orders: &'static str, out: &'static str) -> WorkerCheck {
     })
 }
 
+/// The group is named after the input queue: a check resets its group on every queue,
+/// so tests sharing a broker each have their own.
 fn orders(check: WorkerCheck, orders: &str, out: &str) -> WorkerCheck {
     check
-        .group("billing")
+        .group(orders)
         .inputs((1..=4).map(|n| Input::new(orders, &json!({"orderId": n}))))
         .invariant(Invariant::inputs_acked())
         .invariant(Invariant::pushed_once(
@@ -247,4 +249,67 @@ async fn each_schedule_starts_from_a_reset_broker() {
     let verdict = check.run().await;
     assert!(verdict.passed(), "{verdict}");
     assert_eq!(verdict.schedules, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_refuses_to_reset_what_it_did_not_make_unless_allowed() {
+    let (_broker, url) = broker().await;
+    let mut admin = Client::builder().url(&url);
+    if let Ok(t) = std::env::var("QUEEN_TOKEN") {
+        admin = admin.token(t);
+    }
+    let admin = admin.build().unwrap();
+    let listed = |q: &'static str| {
+        let admin = admin.clone();
+        async move {
+            admin
+                .messages(queen_sdk::MessageQuery::queue(q))
+                .await
+                .unwrap()
+                .messages
+                .len()
+        }
+    };
+    // Someone's message, pushed by hand to a queue the check's worker pushes to.
+    admin
+        .push(vec![PushItem::new("receipts-f", &json!({"by": "hand"}))])
+        .await
+        .unwrap();
+    let check = || {
+        orders(receipts("orders-f", "receipts-f"), "orders-f", "receipts-f")
+            .schedules(2)
+            .faults(FaultPlan::only([FaultKind::Delay]))
+    };
+    let resets = || Resources::new().queues(["receipts-f"]);
+
+    let verdict = check().against(target(&url, resets())).run().await;
+    let Some(why) = verdict.could_not_run.as_ref() else {
+        panic!("refused, not run: {verdict}");
+    };
+    assert_eq!(verdict.outcome().code(), 2, "{verdict}");
+    assert!(
+        why.cause.contains("the queue receipts-f (1 message)"),
+        "names the queue and what it holds: {why}"
+    );
+    assert!(why.cause.contains("--allow-reset"), "{why}");
+    assert_eq!(verdict.schedules, 1, "{why}");
+    assert_eq!(
+        listed("receipts-f").await,
+        1,
+        "the hand-pushed message survives"
+    );
+    assert_eq!(listed("orders-f").await, 0, "no input pushed: {why}");
+
+    // Allowed, it deletes the message and proves the worker; after its last schedule
+    // it deletes what it made, so a check that follows on the same names (as
+    // verify-shapes follows verify-worker in CI) is not refused.
+    let verdict = check()
+        .against(target(&url, resets()).allow_reset())
+        .run()
+        .await;
+    assert!(verdict.passed(), "{verdict}");
+    assert_eq!(listed("receipts-f").await, 0, "what the check made is gone");
+    assert_eq!(listed("orders-f").await, 0, "its inputs too");
+    let verdict = check().against(target(&url, resets())).run().await;
+    assert!(verdict.passed(), "{verdict}");
 }

@@ -49,6 +49,7 @@
     `/api/v1/kv/${SEG}`,
     '/api/v1/timers',
     `/api/v1/timers/${SEG}`,
+    '/api/v1/timer-log',
   ].map((p) => new RegExp(`^${p}$`));
   const ACTIONS = {
     POST: [new RegExp(`^/api/v1/messages/${SEG}/${SEG}/retry$`)],
@@ -223,19 +224,32 @@ ${facts([['Queue / partition', `${esc(m.queue)} / ${esc(m.partition)} (id ${esc(
     };
   }
 
+  // Fired and cancelled timers are deleted from storage: the broker keeps the last ones
+  // of each tenant in memory (GET /api/v1/timer-log), shown under the pending ones.
+  function ended(log, withQueue) {
+    const rows = (log.timers || []).map((t) => [
+      esc(t.timerKey),
+      ...(withQueue ? [`<a href="#/timers/${enc(t.queue)}" data-key="etq:${esc(t.seq)}">${esc(t.queue)}</a>`] : []),
+      t.end === 'fired' ? 'Fired' : 'Cancelled',
+      time(t.at), time(t.deliverAt), esc(t.partition), esc(t.txn),
+    ]);
+    const cols = [['Key'], ...(withQueue ? [['Queue']] : []), ['Ended'], ['At'], ['Was due'], ['Partition'], ['Transaction']];
+    return `<h3>Recently fired or cancelled</h3>${table(`Newest first (the broker keeps the last ${num(log.kept)} in memory; a restart forgets them)`, cols, rows, 'None fired or cancelled since the broker started.')}`;
+  }
+
   async function timerQueues() {
-    const { queues: qs } = await api('/api/v1/timers');
+    const [{ queues: qs }, log] = await Promise.all([api('/api/v1/timers'), api('/api/v1/timer-log?limit=50')]);
     const rows = qs.map((q) => [`<a href="#/timers/${enc(q.queue)}" data-key="tq:${esc(q.queue)}">${esc(q.queue)}</a>`, num(q.pending), time(q.nextDeliverAt)]);
-    return { section: 'timers', title: 'Timers', html: `<h2>Pending timers</h2>${table('Timer queues with pending timers', [['Queue'], ['Pending', 1], ['Next delivery']], rows, 'No pending timers.')}` };
+    return { section: 'timers', title: 'Timers', html: `<h2>Timers</h2><h3>Pending</h3>${table('Timer queues with pending timers', [['Queue'], ['Pending', 1], ['Next delivery']], rows, 'No pending timers.')}${ended(log, true)}` };
   }
 
   async function timerRows(q) {
-    const page = await api(`/api/v1/timers/${enc(q)}?limit=200`);
+    const [page, log] = await Promise.all([api(`/api/v1/timers/${enc(q)}?limit=200`), api(`/api/v1/timer-log?queue=${enc(q)}&limit=100`)]);
     const rows = page.rows.map((t) => [esc(t.timerKey), time(t.deliverAt), esc(t.partition), num(t.attempts), esc(t.txn)]);
     return {
       section: 'timers',
       title: `Timers ${q}`,
-      html: `<p class="crumbs"><a href="#/timers">Timers</a> › ${esc(q)}</p><h2>Timers of ${esc(q)}</h2>${table('Pending, by key', [['Key'], ['Delivers at'], ['Partition'], ['Attempts', 1], ['Transaction']], rows, 'No pending timers.')}`,
+      html: `<p class="crumbs"><a href="#/timers">Timers</a> › ${esc(q)}</p><h2>Timers of ${esc(q)}</h2><h3>Pending</h3>${table('Pending, by key', [['Key'], ['Delivers at'], ['Partition'], ['Attempts', 1], ['Transaction']], rows, 'No pending timers.')}${ended(log, false)}`,
     };
   }
 
@@ -247,8 +261,26 @@ ${facts([['Queue / partition', `${esc(m.queue)} / ${esc(m.partition)} (id ${esc(
     return [...items(t.acks), ...items(t.pushes)];
   }
 
+  // The KV operation a rollback lost when it is a `putIfAbsent` on a key that exists: a
+  // `once` gate, or the SDK's own step marker (namespace `queen.steps`), found its marker
+  // set, so the step was done before; not an error. `failedIndex` counts the acks and
+  // the pushed items before the KV operations (the log keeps the first 16 of each list
+  // and counts the rest, so the index still lands).
+  function lostGate(t) {
+    const o = t.outcome || {};
+    if (o.status !== 'rolled_back' || o.reason !== 'kv_precondition' || o.kvReason !== 'exists' || typeof o.failedIndex !== 'number') return null;
+    const op = items(t.kv)[o.failedIndex - count(t.acks) - count(t.pushes)];
+    return op && op.op === 'putIfAbsent' && op.key ? op : null;
+  }
+
   function outcome(t) {
     const o = t.outcome || {};
+    const gate = lostGate(t);
+    if (gate) {
+      return gate.ns === 'queen.steps'
+        ? `Already done: an earlier attempt of this step committed (the SDK's step marker ${gate.ns}/${gate.key} is set); nothing written again`
+        : `Already done: the once marker ${gate.ns}/${gate.key} is set; nothing written again`;
+    }
     switch (o.status) {
       case 'committed': return 'Committed';
       case 'rolled_back': return `Rolled back: ${o.reason || 'no reason given'}${o.kvReason ? ` (${o.kvReason})` : ''}${o.error ? ` — ${o.error}` : ''}`;

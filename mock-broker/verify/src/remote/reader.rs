@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hyper::Method;
-use queen_mock_broker::clock::parse_iso;
-use queen_mock_broker::harness::{InspectedMessage, InspectedTimer, Inspector};
+#[cfg(feature = "in-process")]
+use queen_mock_broker::harness::Inspector;
 use queen_sdk::{Client, MessageQuery};
 use serde_json::Value;
 use tokio::runtime::Handle;
@@ -30,6 +30,7 @@ use crate::invariant::{
 };
 use crate::report::{SETUP_FAILED, Violation};
 use crate::run::RunSpec;
+use crate::stored::{StoredMessage, StoredTimer, parse_iso};
 
 /// Reads a broker's state through its public API, from sync invariant code: each read
 /// blocks this (blocking-pool) thread on the run's runtime.
@@ -68,11 +69,12 @@ fn api(what: &str) -> impl FnOnce(queen_sdk::Error) -> StateError + '_ {
 }
 
 impl Backend for RemoteReader {
+    #[cfg(feature = "in-process")]
     fn inspector(&self) -> Option<Inspector<'_>> {
         None
     }
 
-    fn messages(&self, queue: &str, partition: &str) -> Result<Vec<InspectedMessage>, StateError> {
+    fn messages(&self, queue: &str, partition: &str) -> Result<Vec<StoredMessage>, StateError> {
         self.note(
             self.resets.queues.contains(queue),
             format!("queue {queue:?} (add it with Resources::queues)"),
@@ -133,14 +135,14 @@ impl Backend for RemoteReader {
                         why: format!("the broker gives message {} no offset", d.id),
                     });
                 };
-                out.push(InspectedMessage {
+                out.push(StoredMessage::new(
                     offset,
-                    id: d.id,
-                    transaction_id: d.transaction_id,
-                    data: d.data,
-                    trace_id: d.trace_id,
-                    created_at: d.created_at.as_deref().and_then(parse_iso).unwrap_or(0),
-                });
+                    d.id,
+                    d.transaction_id,
+                    d.data,
+                    d.trace_id,
+                    d.created_at.as_deref().and_then(parse_iso).unwrap_or(0),
+                ));
             }
             out.sort_by_key(|m| m.offset);
             Ok(out)
@@ -184,7 +186,7 @@ impl Backend for RemoteReader {
         }))
     }
 
-    fn timers(&self, queue: &str) -> Result<Vec<InspectedTimer>, StateError> {
+    fn timers(&self, queue: &str) -> Result<Vec<StoredTimer>, StateError> {
         self.note(
             self.resets.timer_queues.contains(queue),
             format!("the timers of {queue:?} (add it with Resources::timer_queues)"),
@@ -199,11 +201,13 @@ impl Backend for RemoteReader {
                     .list(queue, after.as_deref(), 1000)
                     .await
                     .map_err(api(&what))?;
-                out.extend(page.rows.into_iter().map(|t| InspectedTimer {
-                    key: t.timer_key,
-                    txn: t.txn.unwrap_or_default(),
-                    message_id: t.message_id.unwrap_or_default(),
-                    deliver_at: parse_iso(&t.deliver_at).unwrap_or(0),
+                out.extend(page.rows.into_iter().map(|t| {
+                    StoredTimer::new(
+                        t.timer_key,
+                        t.txn.unwrap_or_default(),
+                        t.message_id.unwrap_or_default(),
+                        parse_iso(&t.deliver_at).unwrap_or(0),
+                    )
                 }));
                 match page.next_after {
                     Some(next) => after = Some(next),
@@ -223,7 +227,7 @@ impl Backend for RemoteReader {
 
 /// A message of a partition read as plain JSON, with whether the asked group consumed it.
 struct RawMessage {
-    message: InspectedMessage,
+    message: StoredMessage,
     /// `Some` when a group was asked for: whether its cursor passed this message.
     consumed: Option<bool>,
 }
@@ -308,14 +312,14 @@ async fn raw_messages(
             })?),
         };
         out.push(RawMessage {
-            message: InspectedMessage {
+            message: StoredMessage::new(
                 offset,
                 id,
-                transaction_id: txn.to_string(),
+                txn.to_string(),
                 data,
-                trace_id: d["traceId"].as_str().map(str::to_string),
-                created_at: d["createdAt"].as_str().and_then(parse_iso).unwrap_or(0),
-            },
+                d["traceId"].as_str().map(str::to_string),
+                d["createdAt"].as_str().and_then(parse_iso).unwrap_or(0),
+            ),
             consumed,
         });
     }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use hyper::Method;
-use queen_sdk::{Client, QUEUE_MODE};
+use queen_sdk::{Client, MessageQuery, QUEUE_MODE};
 use serde_json::{Value, json};
 
 use super::Resources;
@@ -83,6 +83,114 @@ pub(super) async fn reset(
         clear_namespace(ns, upstream, keys).await?;
     }
     Ok(())
+}
+
+/// What a reset would delete that this check did not make, each named with what it
+/// holds ("the queue receipts (3 messages)"): read once, before a check's first reset,
+/// when nothing there can be the check's yet (it deletes what it made after its last
+/// schedule, [`super::clean_up`]). Empty: the names are free, or hold nothing.
+pub(super) async fn foreign(
+    resets: &Resets,
+    admin: &Client,
+    upstream: &Upstream,
+    keys: &KnownKeys,
+) -> Result<Vec<String>, String> {
+    // At most this many of each are read: enough to say "1000+" and be refused.
+    const PAGE: u32 = 1000;
+    let many = |n: usize, one: &str, more: &str| match n {
+        1 => format!("1 {one}"),
+        n if n >= PAGE as usize => format!("{n}+ {more}"),
+        n => format!("{n} {more}"),
+    };
+    let mut found = Vec::new();
+    for q in &resets.queues {
+        let page = admin
+            .messages(MessageQuery::queue(q.clone()).limit(PAGE))
+            .await
+            .map_err(|e| format!("listing the messages of {q}: {e}"))?;
+        let n = page.messages.len();
+        if n > 0 {
+            found.push(format!(
+                "the queue {q} ({})",
+                many(n, "message", "messages")
+            ));
+        }
+    }
+    for q in &resets.timer_queues {
+        let page = admin
+            .timers()
+            .list(q, None, PAGE)
+            .await
+            .map_err(|e| format!("listing the timers of {q}: {e}"))?;
+        if !page.rows.is_empty() {
+            let n = page.rows.len();
+            found.push(format!(
+                "the timer queue {q} ({})",
+                many(n, "pending timer", "pending timers")
+            ));
+        }
+    }
+    for g in &resets.groups {
+        let queues: Vec<String> = match admin.consumer_group(g).await {
+            Ok(d) => d
+                .queues
+                .into_iter()
+                .filter(|(_, parts)| !parts.is_empty())
+                .map(|(q, _)| q)
+                .collect(),
+            Err(e) if e.is_not_found() => Vec::new(),
+            Err(e) => return Err(format!("reading the consumer group {g}: {e}")),
+        };
+        if !queues.is_empty() {
+            found.push(format!(
+                "the consumer group {g} (its cursors on {})",
+                queues.join(", ")
+            ));
+        }
+    }
+    for ns in &resets.kv_namespaces {
+        let n = kv_rows(ns, admin, upstream, keys, PAGE).await?;
+        if n > 0 {
+            found.push(format!(
+                "the KV namespace {ns} ({})",
+                many(n, "row", "rows")
+            ));
+        }
+    }
+    Ok(found)
+}
+
+/// How many rows `ns` holds (up to `limit`): listed where the broker lists a namespace,
+/// else those of the keys the check knows of that are there.
+async fn kv_rows(
+    ns: &str,
+    admin: &Client,
+    upstream: &Upstream,
+    keys: &KnownKeys,
+    limit: u32,
+) -> Result<usize, String> {
+    if !keys.unlisted.load(Ordering::SeqCst) {
+        let read = json!({"operations": [
+            {"op": "getPrefix", "ns": ns, "prefix": "", "keysOnly": true, "limit": limit}
+        ]});
+        match upstream.json(Method::POST, "/api/v1/kv", Some(&read)).await {
+            Ok(a) => return Ok(a["results"][0]["rows"].as_array().map_or(0, Vec::len)),
+            Err(e) if e.contains("kv_prefix_required") => {
+                keys.unlisted.store(true, Ordering::SeqCst);
+            }
+            Err(e) => return Err(format!("listing the KV rows of {ns}: {e}")),
+        }
+    }
+    let mut n = 0;
+    for key in keys.of_namespace(ns) {
+        let row = admin
+            .kv()
+            .get::<Value>(ns, &key)
+            .await
+            .map_err(|e| format!("reading the KV row {ns}/{key}: {e}"))?;
+        n += usize::from(row.is_some());
+    }
+    Ok(n)
 }
 
 /// The KV keys this process knows were (or may have been) written on one broker, by
