@@ -14,6 +14,16 @@
 //!
 //! The budget counts in units of 1 KiB (a semaphore's permits), taken in steps of
 //! [`STEP`] so that a run of small records takes the semaphore rarely.
+//!
+//! Request bodies have a budget of the same kind, a second one ([`AnswerBudget::for_bodies`],
+//! the binary's `--body-budget`): each body is charged [`body_cost`] from before its
+//! first byte is read until its handler is done. A second budget rather than a share of
+//! this one, because a fetch holds its body's room while it waits for room for its
+//! answer: with one budget, fetches with large bodies could hold all of it and each
+//! wait for the others (every one refused after [`AnswerBudget::WAIT`]); with two,
+//! taken always in the same order (the body's, then the answer's), none waits on
+//! itself. And the two loads differ: a broker fed large pushes needs room for bodies,
+//! one read by large fetches room for answers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,19 +49,48 @@ pub fn record_cost(stored_bytes: usize) -> u64 {
     2 * stored_bytes as u64 + 256
 }
 
-/// The broker-wide byte budget of answers being built and sent. Cheap to clone.
+/// The body budget of a broker not told otherwise: four of the largest bodies
+/// (64 MiB, charged twice: [`body_cost`]) read at once.
+pub const DEFAULT_BODY_BYTES: u64 = 512 << 20;
+
+/// What holding a request body of `len` bytes costs until its handler is done: its
+/// bytes as read (collected in one buffer, a copy of the slices hyper read) and what
+/// the handler parses out of them (a push keeps every payload's text), which exist
+/// together while the body is parsed.
+pub fn body_cost(len: u64) -> u64 {
+    len.saturating_mul(2)
+}
+
+/// The broker-wide byte budget of answers being built and sent (or, made with
+/// [`AnswerBudget::for_bodies`], of request bodies being read and handled). Cheap to
+/// clone.
 #[derive(Clone, Debug)]
 pub struct AnswerBudget {
     sem: Arc<Semaphore>,
     units: u64,
+    /// What holds it, for the refusal's text: "answers being sent" or "request bodies
+    /// being read".
+    holders: &'static str,
+    /// The binary's option that sizes it, for the refusal's text.
+    option: &'static str,
 }
 
 impl AnswerBudget {
     /// How long a read with nothing to answer yet waits for room before it is refused.
     pub const WAIT: Duration = Duration::from_secs(10);
 
-    /// A budget of `bytes` (at least [`STEP`]).
+    /// A budget of answers of `bytes` (at least [`STEP`]).
     pub fn new(bytes: u64) -> Self {
+        Self::holding(bytes, "answers being sent", "--answer-budget")
+    }
+
+    /// A budget of request bodies of `bytes` (at least [`STEP`]), charged
+    /// [`body_cost`] per body.
+    pub fn for_bodies(bytes: u64) -> Self {
+        Self::holding(bytes, "request bodies being read", "--body-budget")
+    }
+
+    fn holding(bytes: u64, holders: &'static str, option: &'static str) -> Self {
         let units = bytes
             .max(STEP)
             .div_ceil(UNIT)
@@ -59,6 +98,8 @@ impl AnswerBudget {
         AnswerBudget {
             sem: Arc::new(Semaphore::new(units as usize)),
             units,
+            holders,
+            option,
         }
     }
 
@@ -100,9 +141,11 @@ impl AnswerBudget {
 
     fn busy(&self) -> EngineError {
         EngineError::AnswersBusy(format!(
-            "answers being sent hold the broker's answer budget ({} MiB) and none made room \
-             within {} s; retry shortly",
+            "{} hold the broker's budget for them ({} MiB, {}) and none made room within \
+             {} s; retry shortly",
+            self.holders,
             self.bytes() >> 20,
+            self.option,
             Self::WAIT.as_secs()
         ))
     }
@@ -136,6 +179,24 @@ impl Held {
     /// Bytes charged to this answer.
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// Charges `n` more bytes, waiting for room as [`AnswerBudget::acquire`] does when
+    /// the budget has none now.
+    pub async fn charge(&mut self, n: u64) -> Result<(), EngineError> {
+        if self.try_charge(n) {
+            return Ok(());
+        }
+        let more = self.budget.acquire(n).await?;
+        if let Some(more) = more.permit {
+            match &mut self.permit {
+                Some(p) => p.merge(more),
+                None => self.permit = Some(more),
+            }
+        }
+        // The room just taken covers `n` (or is all of the budget, when `n` is more).
+        self.bytes = (self.bytes + n).min(self.held());
+        Ok(())
     }
 
     /// Charges `n` more bytes if the budget has room for them now, without waiting;
