@@ -162,7 +162,8 @@ impl Default for AnswerBudget {
 pub struct Held {
     budget: AnswerBudget,
     permit: Option<OwnedSemaphorePermit>,
-    /// Bytes charged so far (at most the permits held).
+    /// Bytes charged so far (at most the permits held, unless they are all of the
+    /// budget: [`Held::charge`]).
     bytes: u64,
 }
 
@@ -182,20 +183,25 @@ impl Held {
     }
 
     /// Charges `n` more bytes, waiting for room as [`AnswerBudget::acquire`] does when
-    /// the budget has none now.
+    /// the budget has none now (for the missing bytes, at most the rest of the budget:
+    /// a charge that holds all of it goes on alone, whatever it grows to).
     pub async fn charge(&mut self, n: u64) -> Result<(), EngineError> {
         if self.try_charge(n) {
             return Ok(());
         }
-        let more = self.budget.acquire(n).await?;
-        if let Some(more) = more.permit {
-            match &mut self.permit {
-                Some(p) => p.merge(more),
-                None => self.permit = Some(more),
+        if !self.holds_all() {
+            let missing = (self.bytes + n).saturating_sub(self.held());
+            let rest = self.budget.bytes().saturating_sub(self.held());
+            let more = self.budget.acquire(missing.min(rest)).await?;
+            if let Some(more) = more.permit {
+                match &mut self.permit {
+                    Some(p) => p.merge(more),
+                    None => self.permit = Some(more),
+                }
             }
         }
-        // The room just taken covers `n` (or is all of the budget, when `n` is more).
-        self.bytes = (self.bytes + n).min(self.held());
+        // The room now held covers the charge, or is all of the budget.
+        self.bytes += n;
         Ok(())
     }
 
@@ -277,6 +283,29 @@ mod tests {
         // An answer larger than its estimate takes more when there is room.
         a.settle(2 << 20);
         assert_eq!(budget.available(), 2 << 20);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_charge_grown_past_the_budget_goes_on_alone_and_others_wait() {
+        let budget = AnswerBudget::for_bodies(1 << 20);
+        let mut body = budget.empty();
+        // In steps, as a chunked body's chunks arrive: never waiting on itself.
+        for _ in 0..3 {
+            body.charge(512 << 10).await.expect("room, or all of it");
+        }
+        assert!(body.holds_all());
+        assert_eq!((body.bytes(), budget.available()), (3 << 19, 0));
+        let mut other = budget.empty();
+        let refused = other
+            .charge(1)
+            .await
+            .expect_err("no room while `body` holds it");
+        assert!(
+            format!("{refused}").contains("request bodies being read"),
+            "{refused}"
+        );
+        drop(body);
+        other.charge(1).await.expect("room once `body` is done");
     }
 
     #[tokio::test(start_paused = true)]

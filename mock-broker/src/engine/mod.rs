@@ -260,8 +260,10 @@ impl Engine {
         }
     }
 
-    /// The budget request bodies charge ([`answers::body_cost`]).
-    pub(crate) fn body_budget(&self) -> answers::AnswerBudget {
+    /// The budget request bodies charge ([`answers::body_cost`]); its
+    /// [`available`](answers::AnswerBudget::available) bytes say how much room the
+    /// bodies being read and handled leave.
+    pub fn body_budget(&self) -> answers::AnswerBudget {
         self.shared
             .bodies
             .read()
