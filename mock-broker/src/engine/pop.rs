@@ -136,9 +136,10 @@ impl Charge<'_> {
 
 /// [`pop_capped`], charging each message to `held` (the broker's answer budget) before
 /// it is claimed. When the budget has no room for the next message the pop ends there,
-/// as when its batch is full: it delivers fewer messages than `batch`, and leases only
-/// those (the ones not charged are neither claimed nor leased, so the next pop, of this
-/// group or another consumer, gets them). When it had no room even for the first, the
+/// as when its batch is full: it delivers fewer messages than `batch`, and leases (or
+/// with `autoAck` commits) only those. The ones not charged are neither claimed nor
+/// marked: once the claimed ones are acked, the next pop gets them at their first
+/// delivery, as if `batch` had been smaller. When it had no room even for the first, the
 /// pop claims nothing and answers that message's cost ([`answers::record_cost`]): the
 /// caller waits for that much room and pops again.
 pub fn pop_within(
