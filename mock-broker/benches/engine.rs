@@ -169,7 +169,8 @@ async fn pop_ack_run(engine: &Engine, queue: &str, callers: usize, iters: u64) -
                     let popped = engine
                         .pop(DEFAULT_TENANT, req.clone(), None)
                         .await
-                        .expect("pop");
+                        .expect("pop")
+                        .outcome;
                     let Some(m) = popped.messages.first() else {
                         // The remaining messages sit in partitions leased by others.
                         empty += 1;

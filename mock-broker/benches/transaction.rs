@@ -184,7 +184,8 @@ async fn txn_run(engine: &Engine, queue: &str, callers: usize, iters: u64) -> (D
                     let popped = engine
                         .pop(DEFAULT_TENANT, req.clone(), None)
                         .await
-                        .expect("pop");
+                        .expect("pop")
+                        .outcome;
                     let Some(m) = popped.messages.first() else {
                         // The remaining events sit in partitions leased by others.
                         empty += 1;

@@ -263,8 +263,9 @@ impl MockBrokerBuilder {
     /// [`DEFAULT_CACHE_BYTES`](crate::store::DEFAULT_CACHE_BYTES), 64 MiB): what stored
     /// data costs in resident memory whatever the broker stores; a larger cache serves
     /// a working set that outgrows it from memory instead of the OS's page cache.
-    /// Fetch answers come on top, within [`Self::answer_budget`] (the crate's README
-    /// says what else bounds the broker's memory).
+    /// Large answers and request bodies come on top, within [`Self::answer_budget`] and
+    /// [`Self::body_budget`] (the crate's README says what else bounds the broker's
+    /// memory).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
@@ -518,6 +519,31 @@ impl MockBrokerBuilder {
     /// ```
     pub fn answer_budget(mut self, bytes: u64) -> Self {
         self.limits.answer_budget = bytes;
+        self
+    }
+
+    /// The most bytes that request bodies being read and handled may hold at once,
+    /// broker-wide (default
+    /// [`DEFAULT_BODY_BYTES`](crate::engine::answers::DEFAULT_BODY_BYTES), 512 MiB).
+    /// Each body is charged [`body_cost`](crate::engine::answers::body_cost) (twice its
+    /// length: read, then parsed) before its first byte is read (its `Content-Length`;
+    /// a chunked body as its chunks arrive) until its handler is done. With the budget
+    /// spent, a request waits for room up to
+    /// [`AnswerBudget::WAIT`](crate::engine::answers::AnswerBudget::WAIT), then is
+    /// answered 429 `overloaded` with `Retry-After`; a body larger than the whole
+    /// budget is read alone. Each body keeps its own limit of 64 MiB. The binary's
+    /// `--body-budget`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use queen_mock_broker::MockBroker;
+    /// let broker = MockBroker::builder().body_budget(128 << 20).start().await?;
+    /// assert_eq!(broker.engine().limits().body_budget, 128 << 20);
+    /// broker.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn body_budget(mut self, bytes: u64) -> Self {
+        self.limits.body_budget = bytes;
         self
     }
 

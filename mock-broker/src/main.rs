@@ -144,8 +144,9 @@ const FLAGS: &[Flag] = &[
         default: Some("64MiB"),
         repeatable: false,
         help: "Most bytes of database pages kept in memory (suffixes as for --storage-cap): \
-               what stored data costs in resident memory, however much is stored (fetch \
-               answers come on top, within --answer-budget).",
+               what stored data costs in resident memory, however much is stored (large \
+               answers and request bodies come on top, within --answer-budget and \
+               --body-budget).",
     },
     Flag {
         name: "answer-budget",
@@ -156,7 +157,21 @@ const FLAGS: &[Flag] = &[
         help: "Most bytes that fetch answers being read, rendered and sent may hold at once, \
                broker-wide (suffixes as for --storage-cap). When it is spent, a fetch answers \
                the records that fitted, and one that has none waits up to 10 s for room, \
-               then is answered 429 `overloaded` with Retry-After.",
+               then is answered 429 `overloaded` with Retry-After. Pops and the dead-letter \
+               listing charge it too (a pop delivers fewer messages; a listing's page waits \
+               for room for all of it).",
+    },
+    Flag {
+        name: "body-budget",
+        env: Some("QUEEN_BODY_BUDGET"),
+        value: Some("SIZE"),
+        default: Some("512MiB"),
+        repeatable: false,
+        help: "Most bytes that request bodies being read and handled may hold at once, \
+               broker-wide (suffixes as for --storage-cap): each body counts twice its length \
+               (read, then parsed) from before it is read until its handler is done. When it \
+               is spent, a request waits up to 10 s for room, then is answered 429 \
+               `overloaded` with Retry-After. Each body is still at most 64 MiB.",
     },
     Flag {
         name: "checkpoint-ms",
@@ -264,6 +279,7 @@ struct Args {
     storage_reserve: u64,
     cache_size: u64,
     answer_budget: u64,
+    body_budget: u64,
     checkpoint_ms: u64,
     max_connections: usize,
     header_timeout_secs: u64,
@@ -375,6 +391,7 @@ impl Args {
             storage_reserve: required("storage-reserve", parse_size)?,
             cache_size: required("cache-size", parse_size)?,
             answer_budget: required("answer-budget", parse_size)?,
+            body_budget: required("body-budget", parse_size)?,
             checkpoint_ms: required("checkpoint-ms", from_str)?,
             max_connections: typed("max-connections", text("max-connections"), from_str)?
                 .expect("a default"),
@@ -479,7 +496,8 @@ async fn serve(args: Args) -> ExitCode {
         .console(!args.no_console)
         .max_lease(args.max_lease)
         .max_wait(args.max_wait)
-        .answer_budget(args.answer_budget);
+        .answer_budget(args.answer_budget)
+        .body_budget(args.body_budget);
     for origin in &args.allow_origins {
         builder = builder.allow_origin(origin);
     }
@@ -688,7 +706,7 @@ mod tests {
             (None, None, None)
         );
         assert_eq!((a.storage_reserve, a.cache_size), (32 << 20, 64 << 20));
-        assert_eq!(a.answer_budget, 512 << 20);
+        assert_eq!((a.answer_budget, a.body_budget), (512 << 20, 512 << 20));
         assert_eq!((a.checkpoint_ms, a.max_connections), (10_000, 4096));
         assert_eq!((a.header_timeout_secs, a.drain_secs), (60, 0));
         assert_eq!(a.log, "info");

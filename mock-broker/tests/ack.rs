@@ -341,3 +341,43 @@ async fn a_fenced_completed_repeat_under_a_live_lease_is_a_noop() {
         true
     );
 }
+
+/// The dead-letter listing charges its page to the broker's answer budget (issue 52,
+/// item 4) and answers it whole: a page larger than the whole budget waits for all of
+/// it and comes alone, never cut short (a client pages on by `limit`), and the room
+/// comes back after.
+#[tokio::test]
+async fn a_dead_letter_page_over_the_answer_budget_comes_whole() {
+    let clock = queen_mock_broker::ManualClock::new();
+    let broker = queen_mock_broker::MockBroker::builder()
+        .clock(clock.clone())
+        .answer_budget(3 << 20)
+        .start()
+        .await
+        .unwrap();
+    let h = Harness::with(broker, clock);
+    let big = "x".repeat((1 << 20) - 2);
+    for i in 0..4 {
+        h.push_one("q", "p", &format!("m{i}"), json!(big)).await;
+        let m = one(&h, "q").await;
+        assert_eq!(h.ack_msg(&m, "dlq").await["dlq"], true);
+    }
+    for _ in 0..2 {
+        let (s, page) = h.get("/api/v1/dlq?queue=q&limit=3").await;
+        assert_eq!(s, 200, "{page}");
+        let names: Vec<_> = page["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["transactionId"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(names, ["m0", "m1", "m2"], "the whole page, about 6 MiB");
+        assert_eq!(page["total"], 4);
+        assert_eq!(
+            page["messages"][0]["data"].as_str().unwrap().len(),
+            big.len()
+        );
+    }
+    let (_, rest) = h.get("/api/v1/dlq?queue=q&limit=3&offset=3").await;
+    assert_eq!(rest["messages"][0]["transactionId"], "m3");
+}

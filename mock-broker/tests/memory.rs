@@ -59,13 +59,15 @@ fn parse_size(s: &str) -> u64 {
     }
 }
 
-async fn start(data: &std::path::Path, budget: &str) -> (Child, String) {
+/// The broker binary on a data file in `data`, with the test's cache and `args`; its
+/// process and its URL.
+async fn start(data: &std::path::Path, args: &[&str]) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_queen-mock-broker"))
         .args(["--listen", "127.0.0.1:0", "--log", "warn"])
         .arg("--data")
         .arg(data)
         .args(["--cache-size", &format!("{}MiB", CACHE >> 20)])
-        .args(["--answer-budget", budget])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -121,7 +123,11 @@ async fn concurrent_large_fetches_stay_within_the_answer_budget() {
     let budget_text = std::env::var("QUEEN_MEMORY_BUDGET").unwrap_or_else(|_| "192MiB".into());
     let budget = parse_size(&budget_text);
     let dir = tempfile::tempdir().unwrap();
-    let (child, url) = start(&dir.path().join("queen.redb"), &budget_text).await;
+    let (child, url) = start(
+        &dir.path().join("queen.redb"),
+        &["--answer-budget", &budget_text],
+    )
+    .await;
     let pid = child.id().expect("a running broker");
     let http = reqwest::Client::new();
 
@@ -181,6 +187,101 @@ async fn concurrent_large_fetches_stay_within_the_answer_budget() {
     assert!(
         peak <= bound,
         "peak RSS {:.0} MiB is over before + budget + cache + slack = {:.0} MiB",
+        mib(peak),
+        mib(bound)
+    );
+    drop(child);
+}
+
+/// The size of each large body: under the broker's 64 MiB limit, as an attacker's
+/// would be.
+const BODY: usize = 60 << 20;
+
+/// One read-only fetch whose body is `body`; its status and whether a refusal carries
+/// `Retry-After`.
+async fn send_body(http: reqwest::Client, url: String, body: axum::body::Bytes) -> (u16, bool) {
+    let res = http
+        .post(format!("{url}/api/v1/fetch"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("the broker answers");
+    let status = res.status().as_u16();
+    let retry_after = res.headers().contains_key("retry-after");
+    res.bytes().await.expect("the body arrives");
+    (status, retry_after)
+}
+
+/// The other half of the probe's memory: request bodies. Each is read whole before it
+/// is parsed, so 48 bodies of 60 MiB arriving at once held 48 × 60 MiB; under the
+/// body budget (`--body-budget`) only what fits is read at a time, and the others wait
+/// for room (or are answered 429 with `Retry-After`). `QUEEN_MEMORY_BODIES` (48) and
+/// `QUEEN_MEMORY_BODY_BUDGET` (`192MiB`) change the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_large_bodies_stay_within_the_body_budget() {
+    if !std::path::Path::new("/proc/self/status").exists() {
+        panic!("this test reads /proc/<pid>/status: run it on Linux");
+    }
+    let bodies: usize = std::env::var("QUEEN_MEMORY_BODIES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(48);
+    let budget_text = std::env::var("QUEEN_MEMORY_BODY_BUDGET").unwrap_or_else(|_| "192MiB".into());
+    let budget = parse_size(&budget_text);
+    let dir = tempfile::tempdir().unwrap();
+    let (child, url) = start(
+        &dir.path().join("queen.redb"),
+        &["--body-budget", &budget_text],
+    )
+    .await;
+    let pid = child.id().expect("a running broker");
+    let http = reqwest::Client::new();
+
+    // 60 MiB that the broker reads whole and then refuses (400: the body is not a JSON
+    // object), so that the run measures the bodies, not their parse: one buffer shared
+    // by every request of the test.
+    let mut body = b"[".to_vec();
+    body.resize(BODY, b' ');
+    let body = axum::body::Bytes::from(body);
+    let (status, _) = send_body(http.clone(), url.clone(), body.clone()).await;
+    assert_eq!(status, 400, "a large body alone is read and judged");
+
+    let before = status_bytes(pid, "VmRSS:");
+    let started = Instant::now();
+    let all: Vec<_> = (0..bodies)
+        .map(|_| tokio::spawn(send_body(http.clone(), url.clone(), body.clone())))
+        .collect();
+    let mut answered = Vec::new();
+    for f in all {
+        answered.push(f.await.unwrap());
+    }
+    let took = started.elapsed();
+    let peak = status_bytes(pid, "VmHWM:");
+    let after = status_bytes(pid, "VmRSS:");
+    let ok = answered.iter().filter(|(s, _)| *s == 400).count();
+    let refused = answered.iter().filter(|(s, ra)| *s == 429 && *ra).count();
+    let bound = before + budget + CACHE + SLACK;
+    println!(
+        "{bodies} fetches with a {} MiB body, body budget {budget_text}: {ok} read and answered 400, \
+         {refused} 429 with Retry-After, in {:.1} s; broker RSS {:.0} MiB before, peak {:.0} \
+         MiB (bound {:.0} MiB), {:.0} MiB after",
+        BODY >> 20,
+        took.as_secs_f64(),
+        mib(before),
+        mib(peak),
+        mib(bound),
+        mib(after),
+    );
+    assert_eq!(
+        ok + refused,
+        bodies,
+        "every body is read and judged (400), or refused 429 with Retry-After: {answered:?}"
+    );
+    assert!(ok > 0, "some bodies are read");
+    assert!(
+        peak <= bound,
+        "peak RSS {:.0} MiB is over before + body budget + cache + slack = {:.0} MiB",
         mib(peak),
         mib(bound)
     );

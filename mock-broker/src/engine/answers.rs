@@ -14,6 +14,16 @@
 //!
 //! The budget counts in units of 1 KiB (a semaphore's permits), taken in steps of
 //! [`STEP`] so that a run of small records takes the semaphore rarely.
+//!
+//! Request bodies have a budget of the same kind, a second one ([`AnswerBudget::for_bodies`],
+//! the binary's `--body-budget`): each body is charged [`body_cost`] from before its
+//! first byte is read until its handler is done. A second budget rather than a share of
+//! this one, because a fetch holds its body's room while it waits for room for its
+//! answer: with one budget, fetches with large bodies could hold all of it and each
+//! wait for the others (every one refused after [`AnswerBudget::WAIT`]); with two,
+//! taken always in the same order (the body's, then the answer's), none waits on
+//! itself. And the two loads differ: a broker fed large pushes needs room for bodies,
+//! one read by large fetches room for answers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,19 +49,48 @@ pub fn record_cost(stored_bytes: usize) -> u64 {
     2 * stored_bytes as u64 + 256
 }
 
-/// The broker-wide byte budget of answers being built and sent. Cheap to clone.
+/// The body budget of a broker not told otherwise: four of the largest bodies
+/// (64 MiB, charged twice: [`body_cost`]) read at once.
+pub const DEFAULT_BODY_BYTES: u64 = 512 << 20;
+
+/// What holding a request body of `len` bytes costs until its handler is done: its
+/// bytes as read (collected in one buffer, a copy of the slices hyper read) and what
+/// the handler parses out of them (a push keeps every payload's text), which exist
+/// together while the body is parsed.
+pub fn body_cost(len: u64) -> u64 {
+    len.saturating_mul(2)
+}
+
+/// The broker-wide byte budget of answers being built and sent (or, made with
+/// [`AnswerBudget::for_bodies`], of request bodies being read and handled). Cheap to
+/// clone.
 #[derive(Clone, Debug)]
 pub struct AnswerBudget {
     sem: Arc<Semaphore>,
     units: u64,
+    /// What holds it, for the refusal's text: "answers being sent" or "request bodies
+    /// being read".
+    holders: &'static str,
+    /// The binary's option that sizes it, for the refusal's text.
+    option: &'static str,
 }
 
 impl AnswerBudget {
     /// How long a read with nothing to answer yet waits for room before it is refused.
     pub const WAIT: Duration = Duration::from_secs(10);
 
-    /// A budget of `bytes` (at least [`STEP`]).
+    /// A budget of answers of `bytes` (at least [`STEP`]).
     pub fn new(bytes: u64) -> Self {
+        Self::holding(bytes, "answers being sent", "--answer-budget")
+    }
+
+    /// A budget of request bodies of `bytes` (at least [`STEP`]), charged
+    /// [`body_cost`] per body.
+    pub fn for_bodies(bytes: u64) -> Self {
+        Self::holding(bytes, "request bodies being read", "--body-budget")
+    }
+
+    fn holding(bytes: u64, holders: &'static str, option: &'static str) -> Self {
         let units = bytes
             .max(STEP)
             .div_ceil(UNIT)
@@ -59,6 +98,8 @@ impl AnswerBudget {
         AnswerBudget {
             sem: Arc::new(Semaphore::new(units as usize)),
             units,
+            holders,
+            option,
         }
     }
 
@@ -100,9 +141,11 @@ impl AnswerBudget {
 
     fn busy(&self) -> EngineError {
         EngineError::AnswersBusy(format!(
-            "answers being sent hold the broker's answer budget ({} MiB) and none made room \
-             within {} s; retry shortly",
+            "{} hold the broker's budget for them ({} MiB, {}) and none made room within \
+             {} s; retry shortly",
+            self.holders,
             self.bytes() >> 20,
+            self.option,
             Self::WAIT.as_secs()
         ))
     }
@@ -119,7 +162,8 @@ impl Default for AnswerBudget {
 pub struct Held {
     budget: AnswerBudget,
     permit: Option<OwnedSemaphorePermit>,
-    /// Bytes charged so far (at most the permits held).
+    /// Bytes charged so far (at most the permits held, unless they are all of the
+    /// budget: [`Held::charge`]).
     bytes: u64,
 }
 
@@ -136,6 +180,29 @@ impl Held {
     /// Bytes charged to this answer.
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// Charges `n` more bytes, waiting for room as [`AnswerBudget::acquire`] does when
+    /// the budget has none now (for the missing bytes, at most the rest of the budget:
+    /// a charge that holds all of it goes on alone, whatever it grows to).
+    pub async fn charge(&mut self, n: u64) -> Result<(), EngineError> {
+        if self.try_charge(n) {
+            return Ok(());
+        }
+        if !self.holds_all() {
+            let missing = (self.bytes + n).saturating_sub(self.held());
+            let rest = self.budget.bytes().saturating_sub(self.held());
+            let more = self.budget.acquire(missing.min(rest)).await?;
+            if let Some(more) = more.permit {
+                match &mut self.permit {
+                    Some(p) => p.merge(more),
+                    None => self.permit = Some(more),
+                }
+            }
+        }
+        // The room now held covers the charge, or is all of the budget.
+        self.bytes += n;
+        Ok(())
     }
 
     /// Charges `n` more bytes if the budget has room for them now, without waiting;
@@ -216,6 +283,29 @@ mod tests {
         // An answer larger than its estimate takes more when there is room.
         a.settle(2 << 20);
         assert_eq!(budget.available(), 2 << 20);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_charge_grown_past_the_budget_goes_on_alone_and_others_wait() {
+        let budget = AnswerBudget::for_bodies(1 << 20);
+        let mut body = budget.empty();
+        // In steps, as a chunked body's chunks arrive: never waiting on itself.
+        for _ in 0..3 {
+            body.charge(512 << 10).await.expect("room, or all of it");
+        }
+        assert!(body.holds_all());
+        assert_eq!((body.bytes(), budget.available()), (3 << 19, 0));
+        let mut other = budget.empty();
+        let refused = other
+            .charge(1)
+            .await
+            .expect_err("no room while `body` holds it");
+        assert!(
+            format!("{refused}").contains("request bodies being read"),
+            "{refused}"
+        );
+        drop(body);
+        other.charge(1).await.expect("room once `body` is done");
     }
 
     #[tokio::test(start_paused = true)]

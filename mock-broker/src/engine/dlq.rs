@@ -9,6 +9,7 @@
 use redb::Database;
 
 use super::Engine;
+use super::answers::{self, Held};
 use super::push::{Appended, NewMessage, append};
 use crate::error::EngineError;
 use crate::store::keys::Key;
@@ -37,24 +38,65 @@ pub struct DlqPage {
     pub total: usize,
 }
 
-/// Lists dead letters from the last committed state; never waits on the writer.
-pub fn list(db: &Database, tenant: &str, q: &DlqQuery) -> Result<DlqPage, StoreError> {
+/// How a read of the listing ended.
+#[derive(Debug)]
+pub enum DlqRead {
+    /// The whole page, its records charged to the answer budget.
+    Page(DlqPage),
+    /// The answer budget had no room for the whole page, which costs this much
+    /// ([`answers::record_cost`] of each record): wait for that much room and read
+    /// again. A page is answered whole or not at all: a client pages on by `limit`,
+    /// so a short page would make it skip records.
+    NoRoom(u64),
+}
+
+/// A page of the listing and the room its records hold in the broker's answer budget
+/// ([`Engine::dlq`]); keep `held` until the answer has been sent.
+#[derive(Debug)]
+pub struct DlqListed {
+    /// The page.
+    pub page: DlqPage,
+    /// The room its records hold.
+    pub held: Held,
+}
+
+/// Lists dead letters from the last committed state; never waits on the writer. Each
+/// record of the page is charged to `held` ([`answers::record_cost`]; a page that
+/// costs more than the whole budget is answered alone, holding all of it).
+pub fn list(
+    db: &Database,
+    tenant: &str,
+    q: &DlqQuery,
+    held: &mut Held,
+) -> Result<DlqRead, StoreError> {
     let reader = Reader::begin(db)?;
     let prefix = Key::tenant(tenant).into_bytes();
     let mut page = DlqPage::default();
+    // The page's cost so far, and whether it outgrew the room (then the rest of the page
+    // is only counted, not kept).
+    let (mut cost, mut short) = (0u64, false);
     reader.scan(T::Dlq, &prefix, &prefix, |_, v| {
         let rec: DlqRecord = decode(v)?;
         let wanted = q.queue.as_ref().is_none_or(|x| *x == rec.queue)
             && q.group.as_ref().is_none_or(|x| *x == rec.group);
         if wanted {
-            if page.total >= q.offset && page.records.len() < q.limit {
-                page.records.push(rec);
+            if page.total >= q.offset && page.total - q.offset < q.limit {
+                let n = answers::record_cost(v.len());
+                cost += n;
+                short = short || !(held.try_charge(n) || held.holds_all());
+                if !short {
+                    page.records.push(rec);
+                }
             }
             page.total += 1;
         }
         Ok(true)
     })?;
-    Ok(page)
+    Ok(if short {
+        DlqRead::NoRoom(cost)
+    } else {
+        DlqRead::Page(page)
+    })
 }
 
 /// Drops a deleted queue's dead letters.

@@ -103,6 +103,8 @@ struct Shared {
     /// [`Limits::answer_budget`]: replaced whole when it changes (answers in flight
     /// keep their room in the one they charged).
     answers: std::sync::RwLock<answers::AnswerBudget>,
+    /// [`Limits::body_budget`], replaced whole as `answers` is.
+    bodies: std::sync::RwLock<answers::AnswerBudget>,
 }
 
 /// Bounds on what one call may hold or wait for, whatever it asks: a lease (a pop's
@@ -112,7 +114,8 @@ struct Shared {
 /// A longer ask is clamped, not refused, so a client that asks for more keeps working,
 /// for less time: the answer's `leaseExpiresAt` says when its lease lapses, and a pop
 /// that waited its bound answers empty as any timed-out long-poll does. Large read
-/// answers together hold at most `answer_budget` bytes ([`answers`]).
+/// answers together hold at most `answer_budget` bytes, and request bodies being read
+/// and handled `body_budget` ([`answers`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Longest lease (the binary's `--max-lease`, 1 hour by default).
@@ -122,6 +125,10 @@ pub struct Limits {
     /// Bytes that fetch answers being built and sent may hold at once, broker-wide
     /// (the binary's `--answer-budget`, [`answers::DEFAULT_BYTES`] by default).
     pub answer_budget: u64,
+    /// Bytes that request bodies being read and handled may hold at once, broker-wide,
+    /// each charged [`answers::body_cost`] (the binary's `--body-budget`,
+    /// [`answers::DEFAULT_BODY_BYTES`] by default).
+    pub body_budget: u64,
 }
 
 impl Limits {
@@ -144,8 +151,19 @@ impl Default for Limits {
             max_lease: Self::MAX_LEASE,
             max_wait: Self::MAX_WAIT,
             answer_budget: answers::DEFAULT_BYTES,
+            body_budget: answers::DEFAULT_BODY_BYTES,
         }
     }
+}
+
+/// What a pop claimed ([`Engine::pop`]) and the room its messages hold in the broker's
+/// answer budget: keep `held` until the answer has been sent.
+#[derive(Debug)]
+pub struct Popped {
+    /// The messages and their lease.
+    pub outcome: pop::PopOutcome,
+    /// The room the messages hold ([`answers::Held`]).
+    pub held: answers::Held,
 }
 
 /// Set when the broker stops, so waiting pops answer at once instead of holding
@@ -209,6 +227,9 @@ impl Engine {
                     max_lease_secs: Limits::MAX_LEASE.as_secs().into(),
                     max_wait_ms: (Limits::MAX_WAIT.as_millis() as u64).into(),
                     answers: std::sync::RwLock::default(),
+                    bodies: std::sync::RwLock::new(answers::AnswerBudget::for_bodies(
+                        answers::DEFAULT_BODY_BYTES,
+                    )),
                 }),
             },
             thread,
@@ -231,6 +252,27 @@ impl Engine {
         if answers.bytes() != answers::AnswerBudget::new(limits.answer_budget).bytes() {
             *answers = answers::AnswerBudget::new(limits.answer_budget);
         }
+        drop(answers);
+        let mut bodies = self
+            .shared
+            .bodies
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let wanted = answers::AnswerBudget::for_bodies(limits.body_budget);
+        if bodies.bytes() != wanted.bytes() {
+            *bodies = wanted;
+        }
+    }
+
+    /// The budget request bodies charge ([`answers::body_cost`]); its
+    /// [`available`](answers::AnswerBudget::available) bytes say how much room the
+    /// bodies being read and handled leave.
+    pub fn body_budget(&self) -> answers::AnswerBudget {
+        self.shared
+            .bodies
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The budget large read answers charge ([`answers`]).
@@ -249,6 +291,7 @@ impl Engine {
             max_lease: Duration::from_secs(self.shared.max_lease_secs.load(Relaxed)),
             max_wait: Duration::from_millis(self.shared.max_wait_ms.load(Relaxed)),
             answer_budget: self.answer_budget().bytes(),
+            body_budget: self.body_budget().bytes(),
         }
     }
 
@@ -338,13 +381,18 @@ impl Engine {
         Ok(out)
     }
 
-    /// Claims messages; with `wait`, long-polls until some arrive or it passes.
+    /// Claims messages; with `wait`, long-polls until some arrive or it passes. The
+    /// messages are charged to the broker's answer budget as they are claimed
+    /// ([`pop::pop_within`]): when it is spent the pop delivers (and leases) fewer than
+    /// its batch; when not even one message fits, the call waits for room
+    /// ([`answers::AnswerBudget::acquire`]) and is refused with
+    /// [`EngineError::AnswersBusy`] if none comes.
     pub async fn pop(
         &self,
         tenant: &str,
         req: pop::PopRequest,
         wait: Option<Duration>,
-    ) -> Result<pop::PopOutcome, EngineError> {
+    ) -> Result<Popped, EngineError> {
         let limits = self.limits();
         let cap = limits.max_lease_secs();
         let deadline = wait.map(|w| tokio::time::Instant::now() + w.min(limits.max_wait));
@@ -354,6 +402,8 @@ impl Engine {
             }
             pop::Target::Discovery { .. } => self.shared.wakers.tenant(tenant),
         };
+        let answers = self.answer_budget();
+        let mut room = answers.empty();
         loop {
             // Register before looking, so a push committed in between still wakes us.
             let pushed = waker.notified();
@@ -363,22 +413,33 @@ impl Engine {
             tokio::pin!(closed);
             closed.as_mut().enable();
             let (t, r) = (tenant.to_string(), req.clone());
-            let out = self
+            let mut held = std::mem::replace(&mut room, answers.empty());
+            let (out, starved, held) = self
                 .shared
                 .writer
-                .submit(move |tx| pop::pop_capped(tx, &t, &r, cap))
+                .submit(move |tx| {
+                    pop::pop_within(tx, &t, &r, cap, &mut held)
+                        .map(|(out, starved)| (out, starved, held))
+                })
                 .await?;
+            if let Some(cost) = starved {
+                drop(held);
+                room = answers.acquire(cost).await?;
+                continue;
+            }
+            let popped = Popped { outcome: out, held };
             let Some(deadline) = deadline else {
-                self.note_pop(tenant, &out);
-                return Ok(out);
+                self.note_pop(tenant, &popped.outcome);
+                return Ok(popped);
             };
-            if !out.messages.is_empty()
+            if !popped.outcome.messages.is_empty()
                 || self.is_closing()
                 || tokio::time::Instant::now() >= deadline
             {
-                self.note_pop(tenant, &out);
-                return Ok(out);
+                self.note_pop(tenant, &popped.outcome);
+                return Ok(popped);
             }
+            drop(popped);
             let recheck = (tokio::time::Instant::now() + REPOLL).min(deadline);
             let jumped = async {
                 match self.shared.clock.jumped() {
@@ -869,9 +930,28 @@ impl Engine {
             .await
     }
 
-    /// Lists dead letters from the last commit, without waiting on the writer.
-    pub async fn dlq(&self, tenant: &str, q: dlq::DlqQuery) -> Result<dlq::DlqPage, EngineError> {
-        let tenant = tenant.to_string();
-        self.read(move |db, _| dlq::list(db, &tenant, &q)).await
+    /// Lists dead letters from the last commit, without waiting on the writer. The
+    /// page's records are charged to the broker's answer budget ([`dlq::list`]): when
+    /// it has no room for all of them, the call waits for room
+    /// ([`answers::AnswerBudget::acquire`]) and reads again, and is refused with
+    /// [`EngineError::AnswersBusy`] if none comes.
+    pub async fn dlq(&self, tenant: &str, q: dlq::DlqQuery) -> Result<dlq::DlqListed, EngineError> {
+        let q = Arc::new(q);
+        let answers = self.answer_budget();
+        let mut room = answers.empty();
+        loop {
+            let (t, query) = (tenant.to_string(), q.clone());
+            let mut held = std::mem::replace(&mut room, answers.empty());
+            let (read, held) = self
+                .read(move |db, _| dlq::list(db, &t, &query, &mut held).map(|r| (r, held)))
+                .await?;
+            match read {
+                dlq::DlqRead::Page(page) => return Ok(dlq::DlqListed { page, held }),
+                dlq::DlqRead::NoRoom(cost) => {
+                    drop(held);
+                    room = answers.acquire(cost).await?;
+                }
+            }
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! Claiming messages: one live lease per (partition, group), strict order, redelivery.
 
+use super::answers::{self, AnswerBudget, Held};
 use super::consumers::{self, StartAt};
 use super::queues::{PartitionEntry, Settings, get_queue, list_partitions, partition_key};
 use super::{ids, ready};
@@ -91,15 +92,81 @@ pub fn pop(tx: &mut Tx, tenant: &str, req: &PopRequest) -> Result<PopOutcome, En
 
 /// Claims up to `req.batch` messages under a lease of at most `max_lease_secs`,
 /// whatever the request's `leaseSeconds` or the queue's `leaseTime` asks: a longer ask
-/// is clamped (the outcome's `lease_expires_at` says when it lapses).
+/// is clamped (the outcome's `lease_expires_at` says when it lapses). No answer budget
+/// binds it ([`pop_within`] is what the API runs).
 pub fn pop_capped(
     tx: &mut Tx,
     tenant: &str,
     req: &PopRequest,
     max_lease_secs: i64,
 ) -> Result<PopOutcome, EngineError> {
+    let mut unbounded = AnswerBudget::new(u64::MAX).empty();
+    pop_within(tx, tenant, req, max_lease_secs, &mut unbounded).map(|(out, _)| out)
+}
+
+/// The answer budget a pop charges its messages to while it claims them.
+struct Charge<'a> {
+    /// The pop's room in the broker's answer budget.
+    held: &'a mut Held,
+    /// Whether a message has been charged (and so will be answered).
+    any: bool,
+    /// The budget ran out: the pop claims nothing more.
+    cut: bool,
+    /// The cost of the first message, when the budget had no room even for it.
+    starved: Option<u64>,
+}
+
+impl Charge<'_> {
+    /// Charges one stored message ([`answers::record_cost`]); `false` when the budget
+    /// has no room for it, which ends the pop. A message that costs more than the whole
+    /// budget is answered alone, holding all of it (as a fetch's record is).
+    fn message(&mut self, stored_bytes: usize) -> bool {
+        let cost = answers::record_cost(stored_bytes);
+        if !self.held.try_charge(cost) && (self.any || !self.held.holds_all()) {
+            self.cut = true;
+            if !self.any {
+                self.starved = Some(cost);
+            }
+            return false;
+        }
+        self.any = true;
+        true
+    }
+}
+
+/// [`pop_capped`], charging each message to `held` (the broker's answer budget) before
+/// it is claimed. When the budget has no room for the next message the pop ends there,
+/// as when its batch is full: it delivers fewer messages than `batch`, and leases (or
+/// with `autoAck` commits) only those. The ones not charged are neither claimed nor
+/// marked: once the claimed ones are acked, the next pop gets them at their first
+/// delivery, as if `batch` had been smaller. When it had no room even for the first, the
+/// pop claims nothing and answers that message's cost ([`answers::record_cost`]): the
+/// caller waits for that much room and pops again.
+pub fn pop_within(
+    tx: &mut Tx,
+    tenant: &str,
+    req: &PopRequest,
+    max_lease_secs: i64,
+    held: &mut Held,
+) -> Result<(PopOutcome, Option<u64>), EngineError> {
+    let mut charge = Charge {
+        held,
+        any: false,
+        cut: false,
+        starved: None,
+    };
+    let out = claim_all(tx, tenant, req, max_lease_secs, &mut charge)?;
+    Ok((out, charge.starved))
+}
+
+fn claim_all(
+    tx: &mut Tx,
+    tenant: &str,
+    req: &PopRequest,
+    cap: i64,
+    charge: &mut Charge<'_>,
+) -> Result<PopOutcome, EngineError> {
     let mut out = PopOutcome::default();
-    let cap = max_lease_secs;
     match &req.target {
         Target::Partition(queue, partition) => {
             let Some(q) = get_queue(tx, tenant, queue)? else {
@@ -112,20 +179,20 @@ pub fn pop_capped(
                     name: partition.clone(),
                     rec,
                 };
-                claim(tx, tenant, queue, &q, &entry, req, cap, &mut out)?;
+                claim(tx, tenant, queue, &q, &entry, req, cap, &mut out, charge)?;
             }
         }
         Target::Queue(queue) => {
             if let Some(q) = get_queue(tx, tenant, queue)? {
                 subscribe(tx, tenant, queue, req)?;
-                claim_any(tx, tenant, queue, &q, req, cap, &mut out)?;
+                claim_any(tx, tenant, queue, &q, req, cap, &mut out, charge)?;
             }
         }
         Target::Discovery { namespace, task } => {
             for (queue, q) in matching_queues(tx, tenant, namespace.as_deref(), task.as_deref())? {
                 subscribe(tx, tenant, &queue, req)?;
-                claim_any(tx, tenant, &queue, &q, req, cap, &mut out)?;
-                if !out.messages.is_empty() {
+                claim_any(tx, tenant, &queue, &q, req, cap, &mut out, charge)?;
+                if !out.messages.is_empty() || charge.cut {
                     break;
                 }
             }
@@ -189,6 +256,7 @@ fn matching_queues(
 
 /// Claims from any partition of the queue with work, through the group's candidates
 /// ([`ready`]): the cost of a pop does not grow with the queue's partitions.
+#[allow(clippy::too_many_arguments)]
 fn claim_any(
     tx: &mut Tx,
     tenant: &str,
@@ -197,6 +265,7 @@ fn claim_any(
     req: &PopRequest,
     cap: i64,
     out: &mut PopOutcome,
+    charge: &mut Charge<'_>,
 ) -> Result<(), StoreError> {
     let group = req.group.as_str();
     if !ready::is_built(tx, tenant, queue, group) {
@@ -206,7 +275,7 @@ fn claim_any(
             .collect();
         ready::build(tx, tenant, queue, group, pids);
     }
-    while !out.is_full(req) {
+    while !out.is_full(req) && !charge.cut {
         let Some(pid) = ready::take(tx, tenant, queue, group) else {
             break;
         };
@@ -225,16 +294,18 @@ fn claim_any(
             name: pref.partition,
             rec,
         };
-        match claim(tx, tenant, queue, q, &entry, req, cap, out)? {
+        match claim(tx, tenant, queue, q, &entry, req, cap, out, charge)? {
             Look::Leased(until) | Look::Hidden(until) => {
                 ready::not_before(tx, tenant, queue, group, pid, until);
             }
+            // It has work the budget had no room for: it stays a candidate.
+            Look::NoRoom => ready::not_before(tx, tenant, queue, group, pid, tx.now),
             // A claim's own row write tells the index what comes next (see `ready`).
             Look::Claimed | Look::Nothing => {}
         }
     }
     #[cfg(debug_assertions)]
-    if out.messages.is_empty() && !out.is_full(req) {
+    if out.messages.is_empty() && !out.is_full(req) && !charge.cut {
         assert_nothing_claimable(tx, tenant, queue, req)?;
     }
     Ok(())
@@ -257,7 +328,7 @@ fn assert_nothing_claimable(
         if consumers::live_lease(&c, tx.now).is_some() {
             continue;
         }
-        let found = deliverable(tx, tenant, part.rec.id, &c, 1)?;
+        let found = deliverable(tx, tenant, part.rec.id, &c, 1, None)?;
         assert!(
             found.messages.is_empty(),
             "ready index: partition {:?} of {queue:?} is claimable for {:?} but was not a candidate",
@@ -278,12 +349,14 @@ enum Look {
     Hidden(crate::clock::Micros),
     /// Nothing to deliver (or no room left in the pop).
     Nothing,
+    /// Work, but no room in the answer budget for its first message.
+    NoRoom,
 }
 
 /// Claims one partition for the group if it has no live lease and has work, under a
 /// lease of at most `cap` seconds.
-// One argument over clippy's count: `cap` is the broker's bound, not part of the
-// request; bundling them would change every caller of the public `PopRequest`.
+// Arguments over clippy's count: `cap` and `charge` are the broker's bounds, not part
+// of the request; bundling them would change every caller of the public `PopRequest`.
 #[allow(clippy::too_many_arguments)]
 fn claim(
     tx: &mut Tx,
@@ -294,6 +367,7 @@ fn claim(
     req: &PopRequest,
     cap: i64,
     out: &mut PopOutcome,
+    charge: &mut Charge<'_>,
 ) -> Result<Look, StoreError> {
     let room = req.batch.saturating_sub(out.messages.len());
     if room == 0 || part.rec.next_offset == 0 {
@@ -307,7 +381,10 @@ fn claim(
     let Deliverable {
         messages: offsets,
         hidden_until,
-    } = deliverable(tx, tenant, pid, &c, room)?;
+    } = deliverable(tx, tenant, pid, &c, room, Some(charge))?;
+    if offsets.is_empty() && charge.cut {
+        return Ok(Look::NoRoom);
+    }
     if offsets.is_empty() {
         // Record a first-time cursor so a `new` subscription keeps its starting point.
         if !stored {
@@ -361,13 +438,14 @@ fn claim(
 
 /// The next messages the group may receive from the partition, in order: from the
 /// cursor, skipping done ones, stopping at the first not yet visible (and when that
-/// one becomes visible).
+/// one becomes visible), or at the first the answer budget has no room for.
 fn deliverable(
     tx: &Tx,
     tenant: &str,
     pid: u64,
     c: &ConsumerRecord,
     room: usize,
+    mut charge: Option<&mut Charge<'_>>,
 ) -> Result<Deliverable, StoreError> {
     let prefix = Key::tenant(tenant).u64(pid).into_bytes();
     let start = Key::tenant(tenant).u64(pid).u64(c.cursor).into_bytes();
@@ -382,6 +460,11 @@ fn deliverable(
         let m: MessageRecord = records::decode(v)?;
         if m.visible_at > now {
             hidden_until = Some(m.visible_at);
+            return Ok(false);
+        }
+        if let Some(charge) = charge.as_deref_mut()
+            && !charge.message(v.len())
+        {
             return Ok(false);
         }
         out.push((offset, m));

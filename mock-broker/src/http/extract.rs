@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
 use crate::engine::queues::check_name;
+use crate::error::EngineError;
 
 /// Largest request body (`wire.md` section 1).
 pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -70,14 +71,21 @@ fn check_portable(bytes: &[u8]) -> Result<(), ApiError> {
         .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
 }
 
+/// The refusal of a body over [`MAX_BODY_BYTES`].
+pub fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!("the body is larger than {MAX_BODY_BYTES} bytes"),
+    )
+}
+
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     Bytes::from_request(req, state).await.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("the body is larger than {MAX_BODY_BYTES} bytes"),
-            )
+            too_large()
+        } else if let Some(busy) = budget_spent(&e) {
+            busy
         } else if timed_out(&e) {
             ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
@@ -88,6 +96,19 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
             ApiError::bad_request(format!("unreadable body: {}", e.body_text()))
         }
     })
+}
+
+/// The 429 of a chunked body whose next chunk found no room in the body budget
+/// (`http::bodies`), if that is why reading it failed.
+fn budget_spent(e: &(dyn std::error::Error + 'static)) -> Option<ApiError> {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if let Some(EngineError::AnswersBusy(why)) = c.downcast_ref::<EngineError>() {
+            return Some(EngineError::AnswersBusy(why.clone()).into());
+        }
+        cause = c.source();
+    }
+    None
 }
 
 /// Whether reading the body failed on the body deadline (see `http::serve`).

@@ -21,7 +21,7 @@ use super::error::ApiError;
 use super::extract::{Json, Params, PathParams};
 use super::{AppState, Caller};
 use crate::clock::{Micros, format_iso, parse_iso};
-use crate::engine::dlq::DlqQuery;
+use crate::engine::dlq::{DlqListed, DlqQuery};
 use crate::engine::groups::{GroupOnQueue, SeekTo, SubscriptionMode};
 
 /// This module's routes, merged into [`super::router`]. The static `lagging` segment
@@ -417,7 +417,7 @@ pub async fn dlq(s: Caller, params: Params) -> Result<Response, ApiError> {
         offset: params.int("offset", 0, 0, i64::MAX)? as usize,
     };
     let (limit, offset) = (q.limit, q.offset);
-    let page = s.engine.dlq(s.tenant(), q).await?;
+    let DlqListed { page, held } = s.engine.dlq(s.tenant(), q).await?;
     let messages = page
         .records
         .iter()
@@ -436,10 +436,11 @@ pub async fn dlq(s: Caller, params: Params) -> Result<Response, ApiError> {
             failed_at: format_iso(r.failed_at),
         })
         .collect();
-    Ok(AxumJson(DlqBody {
+    // The records' room in the answer budget is held until the body has been sent.
+    let answer = DlqBody {
         messages,
         pagination: json!({ "limit": limit, "offset": offset }),
         total: page.total,
-    })
-    .into_response())
+    };
+    Ok(super::budgeted::json_holding(&answer, held))
 }

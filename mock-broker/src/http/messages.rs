@@ -12,11 +12,11 @@ use super::Caller;
 use super::error::ApiError;
 use super::extract::{Json, Params, PathParams, parse_body};
 use crate::clock::{format_iso, parse_iso};
-use crate::engine::QUEUE_MODE;
 use crate::engine::consumers::StartAt;
 use crate::engine::pop::{PopOutcome, PopRequest, Target};
 use crate::engine::push::NewMessage;
 use crate::engine::queues::DEFAULT_PARTITION;
+use crate::engine::{Popped, QUEUE_MODE};
 
 #[derive(Deserialize)]
 pub struct PushBody {
@@ -184,11 +184,13 @@ fn parse_pop(target: Target, p: &Params) -> Result<(PopRequest, Option<Duration>
 async fn pop(s: Caller, target: Target, params: Params) -> Result<Response, ApiError> {
     let (req, wait) = parse_pop(target, &params)?;
     let group = req.group.clone();
-    let out = s.engine.pop(s.tenant(), req, wait).await?;
+    let Popped { outcome: out, held } = s.engine.pop(s.tenant(), req, wait).await?;
     if out.messages.is_empty() {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    Ok(AxumJson(render(&out, &group)).into_response())
+    // The messages' room in the answer budget is held until the body has been sent.
+    let answer = render(&out, &group);
+    Ok(super::budgeted::json_holding(&answer, held))
 }
 
 #[derive(Serialize)]

@@ -2,6 +2,7 @@
 //! bodies. Handlers parse strictly, call the engine once, and render.
 
 mod acks;
+mod bodies;
 mod browse;
 pub mod browser;
 mod budgeted;
@@ -164,13 +165,16 @@ async fn admit_checked(s: &AppState, req: Request, next: Next) -> Response {
     if let Some(refused) = not_json(&req) {
         return drain_then(req, refused.into_response()).await;
     }
+    // Bodies are charged once the caller is known to be allowed the call: a request
+    // refused above takes no room (its body is read away or left unread).
+    let bodies = s.engine.body_budget();
     let Some(auth) = &s.auth else {
-        return next.run(req).await;
+        return bodies::run_charged(bodies, req, next).await;
     };
     let method = req.method().as_str().to_string();
     let path = req.uri().path().to_string();
     let Some(needed) = required_role(&method, &path) else {
-        return next.run(req).await;
+        return bodies::run_charged(bodies, req, next).await;
     };
     let header = req
         .headers()
@@ -196,7 +200,7 @@ async fn admit_checked(s: &AppState, req: Request, next: Next) -> Response {
         .into_response();
     }
     req.extensions_mut().insert(identity);
-    next.run(req).await
+    bodies::run_charged(bodies, req, next).await
 }
 
 /// Refuses at once a body whose `Content-Length` is over the body limit (413
@@ -240,8 +244,11 @@ fn takes_body(req: &Request) -> bool {
 
 /// A request whose body has no `Content-Type` and no declared length (chunked): its
 /// body is read here, and refused (415) as soon as a byte of it is not whitespace; a
-/// body of whitespace alone (none at all, for a route that takes no body) goes on, its
-/// bytes put back. A request with a type or a length is handed on untouched.
+/// body of whitespace alone (none at all, for a route that takes no body) goes on as an
+/// empty body, which every route reads as it reads whitespace (a body over the limit
+/// is refused 413 as the extractor would). Its bytes are not kept: this runs before
+/// the caller is authenticated and before the body budget is charged. A request with
+/// a type or a length is handed on untouched.
 async fn untyped_body(req: Request) -> Result<Request, Response> {
     let h = req.headers();
     if !takes_body(&req)
@@ -253,7 +260,7 @@ async fn untyped_body(req: Request) -> Result<Request, Response> {
     }
     let (parts, body) = req.into_parts();
     let mut stream = body.into_data_stream();
-    let mut kept = Vec::new();
+    let mut read = 0usize;
     while let Some(chunk) = futures::StreamExt::next(&mut stream).await {
         let Ok(chunk) = chunk else {
             return Err(ApiError::bad_request("unreadable body").into_response());
@@ -261,12 +268,12 @@ async fn untyped_body(req: Request) -> Result<Request, Response> {
         if !chunk.iter().all(u8::is_ascii_whitespace) {
             return Err(untyped().into_response());
         }
-        kept.extend_from_slice(&chunk);
-        if kept.len() > extract::MAX_BODY_BYTES {
-            break;
+        read += chunk.len();
+        if read > extract::MAX_BODY_BYTES {
+            return Err(extract::too_large().into_response());
         }
     }
-    Ok(Request::from_parts(parts, axum::body::Body::from(kept)))
+    Ok(Request::from_parts(parts, axum::body::Body::empty()))
 }
 
 /// The refusal of a body sent without a `Content-Type`.
