@@ -97,6 +97,9 @@ if [ -z "$url" ]; then
   if [ -n "${QUEEN_DATA:-}" ]; then
     storage=(--data "$QUEEN_DATA")
   fi
+  # The log exists before the broker starts: the redirection below happens in the
+  # child, and the loop reading the log may run before the child has made it.
+  : >"$out/broker.log"
   "$broker" "${storage[@]}" --listen "127.0.0.1:${QUEEN_PORT:-0}" >"$out/broker.log" 2>&1 &
   broker_pid=$!
   trap 'kill "$broker_pid" 2>/dev/null || true' EXIT

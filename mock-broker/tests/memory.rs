@@ -287,3 +287,116 @@ async fn concurrent_large_bodies_stay_within_the_body_budget() {
     );
     drop(child);
 }
+
+/// The size of the large message whose detail is read.
+const DETAIL: usize = 30 << 20;
+
+/// One `GET` of a message's detail; its status, whether a refusal carries
+/// `Retry-After`, and the answer's length.
+async fn detail(http: reqwest::Client, url: String) -> (u16, bool, u64) {
+    let res = http.get(url).send().await.expect("the broker answers");
+    let status = res.status().as_u16();
+    let retry_after = res.headers().contains_key("retry-after");
+    let body = res.bytes().await.expect("the body arrives");
+    (status, retry_after, body.len() as u64)
+}
+
+/// The answers that are sent whole (listings, a message's detail, a state read) share
+/// the answer budget too: a message's detail holds its payload as read and twice in
+/// its JSON (`data` and `payload`), so 48 reads at once of a 30 MiB message held about
+/// 48 × 90 MiB; under the budget they wait for room (or are answered 429 with
+/// `Retry-After`). `QUEEN_MEMORY_DETAILS` (48) and `QUEEN_MEMORY_BUDGET` (`192MiB`)
+/// change the run; `64GiB` shows the unbounded figure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_large_message_details_stay_within_the_answer_budget() {
+    if !std::path::Path::new("/proc/self/status").exists() {
+        panic!("this test reads /proc/<pid>/status: run it on Linux");
+    }
+    let reads: usize = std::env::var("QUEEN_MEMORY_DETAILS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(48);
+    let budget_text = std::env::var("QUEEN_MEMORY_BUDGET").unwrap_or_else(|_| "192MiB".into());
+    let budget = parse_size(&budget_text);
+    let dir = tempfile::tempdir().unwrap();
+    let (child, url) = start(
+        &dir.path().join("queen.redb"),
+        &["--answer-budget", &budget_text],
+    )
+    .await;
+    let pid = child.id().expect("a running broker");
+    let http = reqwest::Client::new();
+
+    let payload = "x".repeat(DETAIL - 2);
+    let res = http
+        .post(format!("{url}/api/v1/push"))
+        .json(&serde_json::json!({"items": [{"queue": "big", "partition": "p", "payload": payload, "transactionId": "large-1"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+    drop(payload);
+    let queue: serde_json::Value = http
+        .get(format!("{url}/api/v1/resources/queues/big"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let partition = queue["partitions"][0]["id"]
+        .as_str()
+        .expect("the partition's id")
+        .to_string();
+    let target = format!("{url}/api/v1/messages/{partition}/large-1");
+    // One read alone answers the payload twice, whatever the budget.
+    let (status, _, alone) = detail(http.clone(), target.clone()).await;
+    assert_eq!(status, 200);
+    assert!(alone > 2 * DETAIL as u64, "{alone} bytes");
+
+    let before = status_bytes(pid, "VmRSS:");
+    let started = Instant::now();
+    let all: Vec<_> = (0..reads)
+        .map(|_| tokio::spawn(detail(http.clone(), target.clone())))
+        .collect();
+    let mut answered = Vec::new();
+    for f in all {
+        answered.push(f.await.unwrap());
+    }
+    let took = started.elapsed();
+    let peak = status_bytes(pid, "VmHWM:");
+    let after = status_bytes(pid, "VmRSS:");
+    let ok = answered
+        .iter()
+        .filter(|(s, _, n)| *s == 200 && *n == alone)
+        .count();
+    let refused = answered
+        .iter()
+        .filter(|(s, ra, _)| *s == 429 && *ra)
+        .count();
+    let bound = before + budget + CACHE + SLACK;
+    println!(
+        "{reads} reads of a {} MiB message's detail, answer budget {budget_text}: {ok} answered \
+         200 whole, {refused} 429 with Retry-After, in {:.1} s; broker RSS {:.0} MiB before, \
+         peak {:.0} MiB (bound {:.0} MiB), {:.0} MiB after",
+        DETAIL >> 20,
+        took.as_secs_f64(),
+        mib(before),
+        mib(peak),
+        mib(bound),
+        mib(after),
+    );
+    assert_eq!(
+        ok + refused,
+        reads,
+        "every read is answered whole, or refused 429 with Retry-After: {answered:?}"
+    );
+    assert!(ok > 0, "some reads are answered");
+    assert!(
+        peak <= bound,
+        "peak RSS {:.0} MiB is over before + budget + cache + slack = {:.0} MiB",
+        mib(peak),
+        mib(bound)
+    );
+    drop(child);
+}

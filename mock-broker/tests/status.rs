@@ -147,6 +147,110 @@ async fn a_status_queue_detail_carries_its_config_and_a_missing_one_is_404() {
 /// it has (issue 52: 100,000 partitions made one answer 43 MB); its totals and
 /// `partitionsTotal` count them all, and `limit`/`offset` page on. Both details, the
 /// status one and the resources one, page alike.
+/// The listings of every queue and every group answer all of them by default, as
+/// Queen 2 does (ignoring `limit`, as it does), and a page when asked with `pageSize`
+/// and `pageOffset` (issue 52, item 4): a page's rows in the listing's order, `total`
+/// counting them all; bad page parameters are 400.
+#[tokio::test]
+async fn the_listings_of_queues_and_groups_page_when_asked() {
+    let h = Harness::new().await;
+    for q in ["q0", "q1", "q2", "q3", "q4"] {
+        h.push_one(q, "p", &format!("{q}-1"), json!(1)).await;
+        for g in ["ga", "gb"] {
+            h.pop(&format!(
+                "/api/v1/pop/queue/{q}?consumerGroup={g}&subscriptionMode=all&autoAck=true"
+            ))
+            .await;
+        }
+    }
+    let names = |rows: &Value, key: &str| -> Vec<String> {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r[key].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    let (s, all) = h.get("/api/v1/resources/queues").await;
+    assert_eq!(s, 200, "{all}");
+    assert_eq!(
+        names(&all["queues"], "name"),
+        ["q0", "q1", "q2", "q3", "q4"]
+    );
+    assert_eq!(all["total"], 5);
+    assert!(
+        all.get("pagination").is_none(),
+        "unpaged, as Queen 2: {all}"
+    );
+    let (_, limited) = h.get("/api/v1/resources/queues?limit=2").await;
+    assert_eq!(
+        limited["queues"], all["queues"],
+        "`limit` is not ours to read"
+    );
+    assert_eq!(
+        all["queues"][0]["partitions"], 1,
+        "the count, without the rows"
+    );
+    let (s, page) = h
+        .get("/api/v1/resources/queues?pageSize=2&pageOffset=1")
+        .await;
+    assert_eq!(s, 200, "{page}");
+    assert_eq!(names(&page["queues"], "name"), ["q1", "q2"]);
+    assert_eq!(page["total"], 5);
+    assert_eq!(page["pagination"], json!({"limit": 2, "offset": 1}));
+    let (_, last) = h.get("/api/v1/resources/queues?pageOffset=4&limit=1").await;
+    assert_eq!(names(&last["queues"], "name"), ["q4"]);
+
+    let (s, groups) = h.get("/api/v1/consumer-groups").await;
+    assert_eq!(s, 200, "{groups}");
+    let rows = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}/{}",
+                    r["name"].as_str().unwrap(),
+                    r["queueName"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let every = rows(&groups);
+    assert_eq!(every.len(), 10, "{groups}");
+    let (s, page) = h
+        .get("/api/v1/consumer-groups?pageSize=3&pageOffset=4")
+        .await;
+    assert_eq!(s, 200, "{page}");
+    assert_eq!(rows(&page), every[4..7], "a page of the same order");
+    let (_, tail) = h
+        .get("/api/v1/consumer-groups?pageSize=3&pageOffset=9")
+        .await;
+    assert_eq!(rows(&tail), every[9..], "a short page is the last");
+
+    for route in ["/api/v1/resources/queues", "/api/v1/consumer-groups"] {
+        for bad in [
+            "pageSize=0",
+            "pageSize=10001",
+            "pageOffset=-1",
+            "pageSize=many",
+        ] {
+            let (s, b) = h.get(&format!("{route}?{bad}")).await;
+            assert_eq!(s, 400, "{route}?{bad}: {b}");
+            assert_eq!(b["code"], "bad_request", "{route}?{bad}: {b}");
+        }
+        // Queen 2 ignores `limit` here, and the official client's tests send it.
+        let (s, whole) = h.get(&format!("{route}?limit=2&offset=3")).await;
+        assert_eq!(s, 200, "{whole}");
+        let rows = whole.get("queues").unwrap_or(&whole);
+        assert_eq!(
+            rows.as_array().unwrap().len(),
+            if route.contains("groups") { 10 } else { 5 },
+            "{route}: every row"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_queue_detail_pages_its_partitions_and_counts_them_all() {
     let h = Harness::new().await;

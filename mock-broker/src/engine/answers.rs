@@ -139,7 +139,7 @@ impl AnswerBudget {
         })
     }
 
-    fn busy(&self) -> EngineError {
+    pub(crate) fn busy(&self) -> EngineError {
         EngineError::AnswersBusy(format!(
             "{} hold the broker's budget for them ({} MiB, {}) and none made room within \
              {} s; retry shortly",
@@ -156,6 +156,21 @@ impl Default for AnswerBudget {
         AnswerBudget::new(DEFAULT_BYTES)
     }
 }
+
+/// A read's answer and the room it holds in the [`AnswerBudget`]: keep `held` until
+/// the answer has been sent.
+#[derive(Debug)]
+pub struct Charged<T> {
+    /// What was read.
+    pub value: T,
+    /// The room it holds.
+    pub held: Held,
+}
+
+/// A whole answer did not fit in the room the budget had: it needs at least this many
+/// bytes ([`Held::charge_whole`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Starved(pub u64);
 
 /// Room one answer holds in the [`AnswerBudget`]; given back when dropped.
 #[derive(Debug)]
@@ -230,6 +245,23 @@ impl Held {
             }
         }
         false
+    }
+
+    /// Charges `n` more bytes of an answer that is sent whole or not at all (a listing,
+    /// a message's detail, a state read), without waiting: when the budget has no room
+    /// now, nothing is charged and [`Starved`] says how much room the answer needs so
+    /// far, to wait for before reading again ([`crate::Engine`]'s whole reads do). A
+    /// charge that holds all of the budget grows past it: one answer larger than the
+    /// budget is built alone.
+    pub fn charge_whole(&mut self, n: u64) -> Result<(), Starved> {
+        if self.try_charge(n) {
+            return Ok(());
+        }
+        if self.holds_all() {
+            self.bytes += n;
+            return Ok(());
+        }
+        Err(Starved(self.bytes + n))
     }
 
     /// Sets the charge to `bytes`, the answer's size once it is rendered: room held
@@ -330,5 +362,34 @@ mod tests {
         tokio::task::yield_now().await;
         drop(all);
         assert_eq!(waiting.await.unwrap().unwrap(), 512 << 10);
+    }
+
+    #[test]
+    fn a_whole_answer_says_what_it_needs_and_charges_nothing_when_starved() {
+        let budget = AnswerBudget::new(1 << 20);
+        let other = budget.empty();
+        let mut other = other;
+        assert!(other.try_charge(768 << 10));
+        let mut whole = budget.empty();
+        whole
+            .charge_whole(100 << 10)
+            .expect("room for the first part");
+        let Starved(needs) = whole
+            .charge_whole(200 << 10)
+            .expect_err("the budget has 256 KiB left, less the first part");
+        assert_eq!(
+            needs,
+            300 << 10,
+            "what the answer holds so far, with the part"
+        );
+        assert_eq!(whole.bytes(), 100 << 10, "a starved charge takes nothing");
+        drop(other);
+        // Holding all of the budget, an answer grows past it alone.
+        let mut all = budget.empty();
+        drop(whole);
+        assert!(all.try_charge(1 << 20));
+        all.charge_whole(5 << 20)
+            .expect("the whole budget goes on alone");
+        assert_eq!(all.bytes(), 6 << 20);
     }
 }

@@ -16,8 +16,9 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::time::Duration;
 
 use redb::Database;
+use serde_json::value::RawValue;
 
-use super::answers::{self, Held};
+use super::answers::{self, Charged, Held, Starved};
 use super::consumers;
 use super::queues::{PartitionEntry, list_partitions};
 use super::resources::MessageStatus;
@@ -288,14 +289,16 @@ impl Engine {
         self.read(move |db, _| changed(db, &tenant, &queries)).await
     }
 
-    /// Lists messages with where they stand ([`list_messages`]).
+    /// Lists messages with where they stand ([`list_messages`]), with the room the
+    /// page holds in the answer budget ([`Engine::read_whole`]): keep it until the
+    /// answer has been sent.
     pub async fn list_messages(
         &self,
         tenant: &str,
         filter: MessageFilter,
-    ) -> Result<MessagePage, EngineError> {
+    ) -> Result<Charged<MessagePage>, EngineError> {
         let tenant = tenant.to_string();
-        self.read(move |db, now| list_messages(db, &tenant, &filter, now))
+        self.read_whole(move |db, now, held| list_messages(db, &tenant, &filter, now, held))
             .await
     }
 }
@@ -504,7 +507,8 @@ pub struct ListedMessage {
     pub status: MessageStatus,
     /// When the live lease holding it ends.
     pub lease_expires_at: Option<Micros>,
-    /// The stored message.
+    /// The stored message, without its payload (`data` is `null`: the listing does not
+    /// show it, and a page of large payloads is not held for nothing).
     pub message: MessageRecord,
 }
 
@@ -562,26 +566,45 @@ fn status_of(
     (status, lease)
 }
 
+/// What one match the listing keeps while it walks costs: its place in the heap of
+/// the newest and its status in the map beside it, with the tables' share.
+const MATCH_COST: u64 = 96;
+
+/// What one listed message holds in an answer: its record without its payload, its
+/// queue's and partition's names and its JSON row (measured: 500 to 700 bytes).
+const LISTED_COST: u64 = 1024;
+
 /// Lists the tenant's messages matching `f`, newest first (by creation time), from one
-/// snapshot of the last commit. Only the page is kept in memory while the matches are
-/// walked.
+/// snapshot of the last commit. Only the first `offset + limit` matches are kept while
+/// the matches are walked, and the page's payloads are not kept (the listing does not
+/// show them). What is kept is charged to `held` ([`answers::Held::charge_whole`]):
+/// `Err(Starved)` when the answer budget had no room.
 pub fn list_messages(
     db: &Database,
     tenant: &str,
     f: &MessageFilter,
     now: Micros,
-) -> Result<MessagePage, StoreError> {
+    held: &mut Held,
+) -> Result<Result<MessagePage, Starved>, StoreError> {
     let r = Reader::begin(db)?;
     // Dead letters by (partition, offset): the groups that dead-lettered each.
     let prefix = Key::tenant(tenant).into_bytes();
     let mut dead: HashMap<(u64, u64), Vec<String>> = HashMap::new();
+    let mut starved = None;
     r.scan(T::Dlq, &prefix, &prefix, |_, v| {
         let d: DlqRecord = decode(v)?;
+        if let Err(s) = held.charge_whole(d.group.len() as u64 + 64) {
+            starved = Some(s);
+            return Ok(false);
+        }
         dead.entry((d.partition_id, d.offset))
             .or_default()
             .push(d.group);
         Ok(true)
     })?;
+    if let Some(s) = starved {
+        return Ok(Err(s));
+    }
     let mut queues = Vec::new();
     match &f.queue {
         Some(q) => {
@@ -642,6 +665,12 @@ pub fn list_messages(
                 if f.status.is_some_and(|s| s != status) {
                     return Ok(true);
                 }
+                if newest.len() < keep
+                    && let Err(s) = held.charge_whole(MATCH_COST)
+                {
+                    starved = Some(s);
+                    return Ok(false);
+                }
                 newest.push(Reverse((m.created_at, pid, offset)));
                 found.insert((pid, offset), (status, lease));
                 if newest.len() > keep
@@ -651,6 +680,9 @@ pub fn list_messages(
                 }
                 Ok(true)
             })?;
+            if let Some(s) = starved {
+                return Ok(Err(s));
+            }
         }
     }
     mode.bus_groups = bus.len();
@@ -659,13 +691,17 @@ pub fn list_messages(
     let mut messages = Vec::with_capacity(f.limit);
     for (_, pid, offset) in page.into_iter().skip(f.offset).take(f.limit) {
         let key = Key::tenant(tenant).u64(pid).u64(offset).into_bytes();
-        let (Some(message), Some((qi, partition)), Some(&(status, lease))) = (
+        let (Some(mut message), Some((qi, partition)), Some(&(status, lease))) = (
             r.get_record::<MessageRecord>(T::Messages, &key)?,
             where_is.get(&pid),
             found.get(&(pid, offset)),
         ) else {
             continue;
         };
+        message.data = RawValue::NULL.to_owned();
+        if let Err(s) = held.charge_whole(LISTED_COST) {
+            return Ok(Err(s));
+        }
         let (queue, rec) = &queues[*qi];
         messages.push(ListedMessage {
             queue: queue.clone(),
@@ -679,5 +715,5 @@ pub fn list_messages(
             message,
         });
     }
-    Ok(MessagePage { messages, mode })
+    Ok(Ok(MessagePage { messages, mode }))
 }

@@ -11,8 +11,10 @@
 
 use redb::Database;
 
+use super::answers::{Charged, Held, Starved};
 use super::consumers::{self, StartAt};
 use super::queues::{PartitionEntry, get_queue, list_partitions};
+use super::resources::{Listing, Page};
 use super::{Engine, QUEUE_MODE};
 use crate::clock::Micros;
 use crate::error::EngineError;
@@ -257,23 +259,43 @@ pub struct GroupOnQueue {
     pub partitions: Vec<PartitionPosition>,
 }
 
-/// Every group of the tenant (or one) on every queue it subscribed to, from the last
-/// commit.
+/// What one partition position holds in an answer besides its name: itself and its
+/// JSON row (measured: 250 to 300 bytes).
+const POSITION_COST: u64 = std::mem::size_of::<PartitionPosition>() as u64 + 320;
+
+/// Every group of the tenant (or one) on every queue it subscribed to (a page of those
+/// rows, in group then queue order), from the last commit, charged to `held` as it is
+/// read ([`answers::Held::charge_whole`]): each subscription, then each position kept.
+/// `Err(Starved)` when the answer budget had no room: nothing of it is kept.
 pub fn overview(
     db: &Database,
     tenant: &str,
     group: Option<&str>,
+    page: Page,
     now: Micros,
-) -> Result<Vec<GroupOnQueue>, StoreError> {
+    held: &mut Held,
+) -> Result<Result<Listing<GroupOnQueue>, Starved>, StoreError> {
     let r = Reader::begin(db)?;
+    let all = subscriptions(&r, tenant, group)?;
+    let names: u64 = all
+        .iter()
+        .map(|s| (s.group.len() + s.queue.len()) as u64 + 128)
+        .sum();
+    if let Err(s) = held.charge_whole(names) {
+        return Ok(Err(s));
+    }
+    let total = all.len();
     let mut out = Vec::new();
-    for subscription in subscriptions(&r, tenant, group)? {
+    for subscription in all.into_iter().skip(page.offset).take(page.limit) {
         let mut partitions = Vec::new();
         for p in list_partitions(&r, tenant, &subscription.queue)? {
             let ckey = consumers::key(tenant, p.rec.id, &subscription.group);
             let Some(c) = r.get_record::<ConsumerRecord>(T::Consumers, &ckey)? else {
                 continue;
             };
+            if let Err(s) = held.charge_whole(POSITION_COST + p.name.len() as u64) {
+                return Ok(Err(s));
+            }
             let first = first_stored_from(&r, tenant, p.rec.id, c.cursor)?;
             partitions.push(PartitionPosition {
                 partition: p.name,
@@ -293,7 +315,7 @@ pub fn overview(
             partitions,
         });
     }
-    Ok(out)
+    Ok(Ok(Listing { rows: out, total }))
 }
 
 /// The first stored message of a partition at or after `from`: its offset and creation
@@ -357,14 +379,20 @@ impl Engine {
             .await
     }
 
-    /// Where every group (or one) stands, from the last commit ([`overview`]).
+    /// Where every group (or one) stands, from the last commit ([`overview`]): a
+    /// page of the (group, queue) rows and the time they were read at, with the room
+    /// they hold in the answer budget ([`Engine::read_whole`]): keep it until the answer
+    /// has been sent.
     pub async fn group_overview(
         &self,
         tenant: &str,
         group: Option<&str>,
-    ) -> Result<(Vec<GroupOnQueue>, Micros), EngineError> {
+        page: Page,
+    ) -> Result<Charged<(Listing<GroupOnQueue>, Micros)>, EngineError> {
         let (tenant, group) = (tenant.to_string(), group.map(str::to_string));
-        self.read(move |db, now| Ok((overview(db, &tenant, group.as_deref(), now)?, now)))
-            .await
+        self.read_whole(move |db, now, held| {
+            Ok(overview(db, &tenant, group.as_deref(), page, now, held)?.map(|l| (l, now)))
+        })
+        .await
     }
 }

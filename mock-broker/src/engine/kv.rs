@@ -575,7 +575,12 @@ pub fn apply(tx: &mut Tx, tenant: &str, op: &KvOp) -> Result<KvResult, StoreErro
             }
             KvResult::Many { rows, missing }
         }
-        KvOp::GetPrefix { ns, page } => prefix_page(tx, tx.now, tenant, ns, page)?,
+        KvOp::GetPrefix { ns, page } => {
+            let Ok(page) = prefix_page(tx, tx.now, tenant, ns, page, &mut |_| {
+                Ok::<_, std::convert::Infallible>(())
+            })?;
+            page
+        }
         KvOp::Put {
             ns,
             key,
@@ -685,16 +690,24 @@ fn out_of_bounds(n: &Number, min: Option<&Number>, max: Option<&Number>) -> bool
         || max.and_then(Number::as_f64).is_some_and(|m| v > m)
 }
 
+/// What one row of a page holds besides its key and value: the row and its JSON.
+const PAGE_ROW_COST: u64 = 160;
+
 /// A `getPrefix` page of `ns` as of `now`: live rows in key order. Read through a
 /// [`View`], so the operation (staged view, in the writer) and the console's listing of
 /// a namespace (`GET /api/v1/kv/{ns}`, a snapshot of the last commit) share one rule.
-pub fn prefix_page(
+/// Each row kept is first passed to `charge` with what it holds (its key, and its value
+/// twice: read and rendered); a refusal ends the read with it (the listing charges the
+/// answer budget, [`answers::Held::charge_whole`]; the operation, inside a commit that
+/// cannot wait, charges nothing: its page is at most 1,000 rows of 64 KiB).
+pub fn prefix_page<E>(
     view: &impl View,
     now: Micros,
     tenant: &str,
     ns: &str,
     q: &PrefixQuery,
-) -> Result<KvResult, StoreError> {
+    charge: &mut impl FnMut(u64) -> Result<(), E>,
+) -> Result<Result<KvResult, E>, StoreError> {
     let ns_prefix = Key::tenant(tenant).str(ns).into_bytes();
     let mut scan_prefix = ns_prefix.clone();
     scan_prefix.extend(Key::escaped(&q.prefix));
@@ -707,7 +720,7 @@ pub fn prefix_page(
         }
         _ => scan_prefix.clone(),
     };
-    let (mut rows, mut truncated) = (Vec::new(), false);
+    let (mut rows, mut truncated, mut refused) = (Vec::new(), false, None);
     view.scan_rows(T::Kv, &start, &scan_prefix, &mut |k, v| {
         let mut r = KeyReader::new(k);
         let (_, _, key) = (r.str(), r.str(), r.str());
@@ -720,20 +733,27 @@ pub fn prefix_page(
             truncated = true;
             return Ok(false);
         }
+        if let Err(e) = charge(PAGE_ROW_COST + key.len() as u64 + 2 * v.len() as u64) {
+            refused = Some(e);
+            return Ok(false);
+        }
         rows.push((key, row));
         Ok(true)
     })?;
+    if let Some(e) = refused {
+        return Ok(Err(e));
+    }
     let next_after = if truncated {
         rows.last().map(|(k, _): &(String, KvRow)| k.clone())
     } else {
         None
     };
-    Ok(KvResult::Page {
+    Ok(Ok(KvResult::Page {
         rows,
         with_values: !q.keys_only,
         truncated,
         next_after,
-    })
+    }))
 }
 
 /// One namespace of a tenant, as `GET /api/v1/kv` lists it.

@@ -56,6 +56,11 @@ pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
 /// The tenant every call acts as until authentication names another.
 pub const DEFAULT_TENANT: &str = "default";
 
+/// How many times a whole read ([`Engine::read_whole`]) reads before it is refused: the
+/// first read finds the room it needs, the second reads holding it, a third covers an
+/// answer that grew in between.
+const WHOLE_READ_TRIES: usize = 3;
+
 /// How often a waiting pop looks again for work that time alone makes available
 /// (a lapsed lease, a delayed message coming due).
 const REPOLL: Duration = Duration::from_millis(250);
@@ -105,6 +110,20 @@ struct Shared {
     answers: std::sync::RwLock<answers::AnswerBudget>,
     /// [`Limits::body_budget`], replaced whole as `answers` is.
     bodies: std::sync::RwLock<answers::AnswerBudget>,
+    /// Reads of the last commit running at once ([`Engine::read`]): at most
+    /// [`concurrent_reads`].
+    reads: Arc<tokio::sync::Semaphore>,
+}
+
+/// How many reads of the last commit run at once: twice the cores, at least 4. A read
+/// charges what it keeps to the answer budget once it has decoded it, so each running
+/// read holds besides its charge at most the record it is looking at (stored and
+/// decoded); bounding the reads bounds that (issue 52: 48 reads at once of a 30 MiB
+/// message's detail each held 60 MiB before they could charge it, and took the broker
+/// from 190 to 2,150 MiB). The reads are short (no read waits inside), so a few run
+/// the cores full.
+pub fn concurrent_reads() -> usize {
+    std::thread::available_parallelism().map_or(4, |n| (2 * n.get()).max(4))
 }
 
 /// Bounds on what one call may hold or wait for, whatever it asks: a lease (a pop's
@@ -230,6 +249,7 @@ impl Engine {
                     bodies: std::sync::RwLock::new(answers::AnswerBudget::for_bodies(
                         answers::DEFAULT_BODY_BYTES,
                     )),
+                    reads: Arc::new(tokio::sync::Semaphore::new(concurrent_reads())),
                 }),
             },
             thread,
@@ -725,10 +745,13 @@ impl Engine {
         tenant: &str,
         ns: &str,
         page: kv::PrefixQuery,
-    ) -> Result<kv::KvResult, EngineError> {
+    ) -> Result<answers::Charged<kv::KvResult>, EngineError> {
         let (tenant, ns) = (tenant.to_string(), ns.to_string());
-        self.read(move |db, now| {
-            kv::prefix_page(&crate::store::Reader::begin(db)?, now, &tenant, &ns, &page)
+        self.read_whole(move |db, now, held| {
+            let view = crate::store::Reader::begin(db)?;
+            kv::prefix_page(&view, now, &tenant, &ns, &page, &mut |n| {
+                held.charge_whole(n)
+            })
         })
         .await
     }
@@ -889,20 +912,54 @@ impl Engine {
         if self.shared.writer.is_lockstep() {
             return f(&*handle.get()?, now).map_err(EngineError::from);
         }
-        tokio::task::spawn_blocking(move || f(&*handle.get()?, now))
-            .await
-            .map_err(|e| crate::store::StoreError::Task(e.to_string()))?
-            .map_err(EngineError::from)
+        // The semaphore is never closed: a permit always comes.
+        let permit = self.shared.reads.clone().acquire_owned().await.ok();
+        tokio::task::spawn_blocking(move || {
+            let _running = permit;
+            f(&*handle.get()?, now)
+        })
+        .await
+        .map_err(|e| crate::store::StoreError::Task(e.to_string()))?
+        .map_err(EngineError::from)
     }
 
-    /// Every queue of the tenant with its partitions' figures ([`resources`]).
-    pub async fn queue_stats(
+    /// A read whose answer is sent whole or not at all (a listing, a message's
+    /// detail, a state read), charging what it holds to the broker's answer budget as
+    /// it reads ([`answers::Held::charge_whole`]). When the budget has no room now, the
+    /// read is given up, the call waits for the room it found it needs
+    /// ([`answers::AnswerBudget::acquire`]) and reads again, holding that room; a read
+    /// that still finds too little (what it reads grew meanwhile) tries
+    /// [`WHOLE_READ_TRIES`] times in all, then is refused with
+    /// [`EngineError::AnswersBusy`], as is one that waits past
+    /// [`answers::AnswerBudget::WAIT`]. The answer keeps the room until it is sent.
+    pub(crate) async fn read_whole<R: Send + 'static>(
         &self,
-        tenant: &str,
-    ) -> Result<Vec<resources::QueueStats>, EngineError> {
-        let tenant = tenant.to_string();
-        self.read(move |db, now| resources::queues(db, &tenant, now))
-            .await
+        f: impl Fn(
+            &Database,
+            crate::clock::Micros,
+            &mut answers::Held,
+        ) -> Result<Result<R, answers::Starved>, crate::store::StoreError>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Result<answers::Charged<R>, EngineError> {
+        let f = std::sync::Arc::new(f);
+        let answers = self.answer_budget();
+        let mut room = answers.empty();
+        for _ in 0..WHOLE_READ_TRIES {
+            let (read, mut held) = (f.clone(), std::mem::replace(&mut room, answers.empty()));
+            let (found, held) = self
+                .read(move |db, now| read(db, now, &mut held).map(|r| (r, held)))
+                .await?;
+            match found {
+                Ok(value) => return Ok(answers::Charged { value, held }),
+                Err(answers::Starved(needs)) => {
+                    drop(held);
+                    room = answers.acquire(needs).await?;
+                }
+            }
+        }
+        Err(answers.busy())
     }
 
     /// One queue with a page of its partitions' figures (its totals count them
@@ -911,23 +968,33 @@ impl Engine {
         &self,
         tenant: &str,
         queue: &str,
-        page: resources::PartitionPage,
+        page: resources::Page,
     ) -> Result<Option<resources::QueueStats>, EngineError> {
         let (tenant, queue) = (tenant.to_string(), queue.to_string());
         self.read(move |db, now| resources::queue_page(db, &tenant, &queue, now, page))
             .await
     }
 
-    /// One message and where it stands for each group; `None` when unknown.
+    /// One message and where it stands for each group; `None` when unknown. With the
+    /// room it holds in the answer budget ([`Engine::read_whole`]; its payload, read
+    /// and rendered twice, and a row per group): keep it until the answer has been sent.
     pub async fn message_detail(
         &self,
         tenant: &str,
         partition_id: u64,
         transaction_id: &str,
-    ) -> Result<Option<resources::MessageDetail>, EngineError> {
+    ) -> Result<answers::Charged<Option<resources::MessageDetail>>, EngineError> {
         let (tenant, txn) = (tenant.to_string(), transaction_id.to_string());
-        self.read(move |db, now| resources::message(db, &tenant, partition_id, &txn, now))
-            .await
+        self.read_whole(move |db, now, held| {
+            let found = resources::message(db, &tenant, partition_id, &txn, now)?;
+            // The payload is read once and rendered twice (`data` and `payload`).
+            let cost = found.as_ref().map_or(0, |d| {
+                let len = d.message.data.get().len();
+                answers::record_cost(len) + len as u64 + 256 * d.groups.len() as u64
+            });
+            Ok(held.charge_whole(cost).map(|()| found))
+        })
+        .await
     }
 
     /// Lists dead letters from the last commit, without waiting on the writer. The
@@ -953,5 +1020,77 @@ impl Engine {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::resources::{Measure, Page, QueueScan};
+    use super::status::Filter;
+    use crate::MockBroker;
+
+    /// A listing finds the answer budget spent, waits for room rather than growing
+    /// past it, and reads again once the room comes: its answer is whole.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_whole_read_waits_for_room_and_reads_again() {
+        let broker = MockBroker::builder()
+            .answer_budget(1 << 20)
+            .start()
+            .await
+            .expect("an in-memory broker");
+        let engine = broker.engine().clone();
+        let push = reqwest::Client::new();
+        let items: Vec<_> = (0..2_000)
+            .map(|i| serde_json::json!({"queue": format!("q{i:04}"), "payload": i}))
+            .collect();
+        let res = push
+            .post(format!("{}/api/v1/push", broker.url()))
+            .json(&serde_json::json!({ "items": items }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201);
+
+        let all = engine
+            .answer_budget()
+            .acquire(u64::MAX)
+            .await
+            .expect("an idle budget");
+        let scan = QueueScan {
+            measure: Measure::Watermarks,
+            filter: Filter::default(),
+            page: Page::ALL,
+            partitions: Page::ALL,
+        };
+        let listing = tokio::spawn({
+            let engine = engine.clone();
+            async move { engine.queue_listing("default", scan).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !listing.is_finished(),
+            "2,000 queues with their partitions need more room than the budget has free"
+        );
+        drop(all);
+        let read = tokio::time::timeout(Duration::from_secs(5), listing)
+            .await
+            .expect("the listing goes on once room comes")
+            .unwrap()
+            .expect("a listing");
+        assert_eq!(read.value.total, 2_000);
+        assert_eq!(read.value.rows.len(), 2_000, "whole, not cut");
+        assert!(
+            read.held.bytes() > 2_000 * 1_024,
+            "it holds what it read: {} bytes",
+            read.held.bytes()
+        );
+        drop(read);
+        assert_eq!(
+            engine.answer_budget().available(),
+            1 << 20,
+            "all given back"
+        );
     }
 }

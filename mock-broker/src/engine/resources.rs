@@ -13,8 +13,10 @@ use std::collections::HashMap;
 
 use redb::Database;
 
+use super::answers::{Held, Starved};
 use super::consumers;
 use super::queues::{PartitionEntry, list_partitions};
+use super::status::Filter;
 use crate::clock::Micros;
 use crate::store::keys::{Key, KeyReader};
 use crate::store::records::{
@@ -169,48 +171,124 @@ pub enum Measure {
     Watermarks,
 }
 
-/// Every queue of the tenant with its figures, in name order.
-pub fn queues(db: &Database, tenant: &str, now: Micros) -> Result<Vec<QueueStats>, StoreError> {
-    queues_measured(db, tenant, now, Measure::Full)
+/// What a listing of queues reads: which queues, how measured, and which of each
+/// queue's partitions it keeps (their figures are added to the queue's totals either
+/// way).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueScan {
+    /// How partitions are measured.
+    pub measure: Measure,
+    /// Which queues are covered.
+    pub filter: Filter,
+    /// Which of the covered queues (in name order) are read.
+    pub page: Page,
+    /// Which of each queue's partitions are kept: [`Page::ALL`] for a read that needs
+    /// them, [`Page::NONE`] for one that shows a queue's counts only.
+    pub partitions: Page,
 }
 
-/// [`queues`], measured as `measure` says.
+/// A page of a listing, and how many rows the whole listing has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing<R> {
+    /// The page's rows, in the listing's order.
+    pub rows: Vec<R>,
+    /// Rows of the whole listing.
+    pub total: usize,
+}
+
+/// What a queue's record and its listing row hold in an answer, besides its name: the
+/// record (namespace, task, options) as read and its JSON row (measured: 300 to 450
+/// bytes).
+const QUEUE_COST: u64 = 1024;
+
+/// What one kept partition holds in an answer, besides its name: its figures and its
+/// JSON row (measured: 250 to 350 bytes).
+const PARTITION_COST: u64 = std::mem::size_of::<PartitionStats>() as u64 + 384;
+
+/// The covered queues of the tenant (a page of them) with their figures, in name
+/// order, charged to `held` as they are read ([`answers::Held::charge_whole`]): a
+/// queue's record and row, then each partition it keeps. `Err(Starved)` when the
+/// answer budget had no room: nothing of it is kept.
 pub fn queues_measured(
     db: &Database,
     tenant: &str,
     now: Micros,
-    measure: Measure,
-) -> Result<Vec<QueueStats>, StoreError> {
+    scan: &QueueScan,
+    held: &mut Held,
+) -> Result<Result<Listing<QueueStats>, Starved>, StoreError> {
     let r = Reader::begin(db)?;
     let dead = dead_letters_by_partition(&r, tenant)?;
+    // The map of partitions with dead letters: a key, a count and the table's share.
+    if let Err(s) = held.charge_whole(dead.len() as u64 * 32) {
+        return Ok(Err(s));
+    }
     let prefix = Key::tenant(tenant).into_bytes();
-    let mut found = Vec::new();
+    let kept = scan.page.range();
+    let (mut found, mut total, mut starved) = (Vec::new(), 0, None);
     r.scan(T::Queues, &prefix, &prefix, |k, v| {
-        if let Some(name) = KeyReader::new(&k[prefix.len()..]).str() {
-            found.push((name, decode::<QueueRecord>(v)?));
+        let Some(name) = KeyReader::new(&k[prefix.len()..]).str() else {
+            return Ok(true);
+        };
+        let record: QueueRecord = decode(v)?;
+        if !scan.filter.covers(&name, &record) {
+            return Ok(true);
+        }
+        total += 1;
+        if kept.contains(&(total - 1)) {
+            if let Err(s) = held.charge_whole(QUEUE_COST + name.len() as u64) {
+                starved = Some(s);
+                return Ok(false);
+            }
+            found.push((name, record));
         }
         Ok(true)
     })?;
-    found
-        .into_iter()
-        .map(|queue| stats(&r, tenant, queue, &dead, now, measure, ALL))
-        .collect()
+    if let Some(s) = starved {
+        return Ok(Err(s));
+    }
+    let mut rows = Vec::with_capacity(found.len());
+    for queue in found {
+        let q = stats(&r, tenant, queue, &dead, now, scan.measure, scan.partitions)?;
+        let kept: u64 = q
+            .partitions
+            .iter()
+            .map(|p| PARTITION_COST + p.name.len() as u64)
+            .sum();
+        if let Err(s) = held.charge_whole(kept) {
+            return Ok(Err(s));
+        }
+        rows.push(q);
+    }
+    Ok(Ok(Listing { rows, total }))
 }
 
-/// Every partition, as a page.
-const ALL: PartitionPage = PartitionPage {
-    offset: 0,
-    limit: usize::MAX,
-};
-
-/// Which of a queue's partitions (in name order) a detail carries: `limit` of them,
-/// after skipping `offset`. Its totals count every partition whatever the page.
+/// Which rows of a listing (a queue's partitions, the queues of a tenant, the groups)
+/// a read carries: `limit` of them, after skipping `offset`, in the listing's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PartitionPage {
-    /// Partitions skipped.
+pub struct Page {
+    /// Rows skipped.
     pub offset: usize,
-    /// Most partitions carried.
+    /// Most rows carried.
     pub limit: usize,
+}
+
+impl Page {
+    /// Every row.
+    pub const ALL: Page = Page {
+        offset: 0,
+        limit: usize::MAX,
+    };
+
+    /// No row (a listing's total alone).
+    pub const NONE: Page = Page {
+        offset: 0,
+        limit: 0,
+    };
+
+    /// The indexes of the rows carried.
+    pub fn range(self) -> std::ops::Range<usize> {
+        self.offset..self.offset.saturating_add(self.limit)
+    }
 }
 
 /// One queue with its figures; `None` when it does not exist.
@@ -220,7 +298,7 @@ pub fn queue(
     name: &str,
     now: Micros,
 ) -> Result<Option<QueueStats>, StoreError> {
-    queue_page(db, tenant, name, now, ALL)
+    queue_page(db, tenant, name, now, Page::ALL)
 }
 
 /// [`queue`] with a page of its partitions: the figures of the others are added to
@@ -231,7 +309,7 @@ pub fn queue_page(
     tenant: &str,
     name: &str,
     now: Micros,
-    page: PartitionPage,
+    page: Page,
 ) -> Result<Option<QueueStats>, StoreError> {
     let r = Reader::begin(db)?;
     let Some(record) =
@@ -344,14 +422,14 @@ fn stats(
     dead: &HashMap<u64, u64>,
     now: Micros,
     measure: Measure,
-    page: PartitionPage,
+    page: Page,
 ) -> Result<QueueStats, StoreError> {
     let mut partitions = Vec::new();
     let mut totals = Counts::default();
     let mut retained_bytes = 0;
     let all = list_partitions(r, tenant, &name)?;
     let partition_count = all.len();
-    let kept = page.offset..page.offset.saturating_add(page.limit);
+    let kept = page.range();
     for (i, p) in all.into_iter().enumerate() {
         let s = partition_stats(r, tenant, p, dead, now, measure)?;
         totals.add(&s.counts);

@@ -21,14 +21,15 @@ use redb::Database;
 
 use super::Engine;
 use super::ack::{Ack, AckOutcome};
+use super::answers::{Charged, Held, Starved};
 use super::pop::PopOutcome;
 use super::push::Appended;
-use super::resources::{self, Counts, Measure, QueueStats};
+use super::resources::{self, Counts, Listing, Measure, Page, QueueScan, QueueStats};
 use super::txn::{StepResult, Transaction, TxnOp, TxnOutcome};
 use crate::clock::Micros;
 use crate::error::EngineError;
 use crate::store::keys::Key;
-use crate::store::records::{AckMark, DlqRecord, LeaseRecord, decode};
+use crate::store::records::{AckMark, DlqRecord, LeaseRecord, QueueRecord, decode};
 use crate::store::{Reader, StoreError, T};
 
 /// How much activity is kept: one day of minutes.
@@ -424,32 +425,41 @@ pub struct Filter {
 }
 
 impl Filter {
-    /// Whether `q` is covered.
-    pub fn covers(&self, q: &QueueStats) -> bool {
-        self.queue.as_deref().is_none_or(|n| n == q.name)
+    /// Whether the queue `name` (its record `q`) is covered.
+    pub fn covers(&self, name: &str, q: &QueueRecord) -> bool {
+        self.queue.as_deref().is_none_or(|n| n == name)
             && self
                 .namespace
                 .as_deref()
-                .is_none_or(|n| q.record.namespace.as_deref() == Some(n))
+                .is_none_or(|n| q.namespace.as_deref() == Some(n))
             && self
                 .task
                 .as_deref()
-                .is_none_or(|t| q.record.task.as_deref() == Some(t))
+                .is_none_or(|t| q.task.as_deref() == Some(t))
     }
 }
 
 /// Reads the stored figures of `tenant` covered by `filter`, by watermarks
-/// ([`Measure::Watermarks`]: a few key reads per partition, no message scan).
+/// ([`Measure::Watermarks`]: a few key reads per partition, no message scan), every
+/// covered queue with every partition, charged to `held`
+/// ([`resources::queues_measured`]; each distinct dead-letter reason too).
 pub fn snapshot(
     db: &Database,
     tenant: &str,
     filter: &Filter,
     now: Micros,
-) -> Result<Snapshot, StoreError> {
-    let queues: Vec<QueueStats> = resources::queues_measured(db, tenant, now, Measure::Watermarks)?
-        .into_iter()
-        .filter(|q| filter.covers(q))
-        .collect();
+    held: &mut Held,
+) -> Result<Result<Snapshot, Starved>, StoreError> {
+    let scan = QueueScan {
+        measure: Measure::Watermarks,
+        filter: filter.clone(),
+        page: Page::ALL,
+        partitions: Page::ALL,
+    };
+    let queues = match resources::queues_measured(db, tenant, now, &scan, held)? {
+        Ok(listing) => listing.rows,
+        Err(s) => return Ok(Err(s)),
+    };
     let mut totals = Counts::default();
     for q in &queues {
         totals.total += q.totals.total;
@@ -473,27 +483,43 @@ pub fn snapshot(
     let mut dlq = DlqFigures::default();
     let mut parts = std::collections::HashSet::new();
     let mut reasons: HashMap<String, u64> = HashMap::new();
+    let mut starved = None;
     r.scan(T::Dlq, &prefix, &prefix, |_, v| {
         let d: DlqRecord = decode(v)?;
         if names.contains(d.queue.as_str()) {
             dlq.total += 1;
-            parts.insert(d.partition_id);
+            if parts.insert(d.partition_id)
+                && let Err(s) = held.charge_whole(32)
+            {
+                starved = Some(s);
+                return Ok(false);
+            }
             let why = d.error.unwrap_or_else(|| "(no reason given)".into());
+            if !reasons.contains_key(&why) {
+                // A reason is kept once, with its count and the map's share.
+                if let Err(s) = held.charge_whole(why.len() as u64 + 64) {
+                    starved = Some(s);
+                    return Ok(false);
+                }
+            }
             *reasons.entry(why).or_default() += 1;
         }
         Ok(true)
     })?;
+    if let Some(s) = starved {
+        return Ok(Err(s));
+    }
     dlq.partitions = parts.len() as u64;
     let mut top: Vec<(String, u64)> = reasons.into_iter().collect();
     top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     top.truncate(5);
     dlq.top_errors = top;
-    Ok(Snapshot {
+    Ok(Ok(Snapshot {
         queues,
         totals,
         leases,
         dlq,
-    })
+    }))
 }
 
 /// Spread of a set of figures.
@@ -686,15 +712,32 @@ impl Engine {
         );
     }
 
-    /// The stored figures of `tenant` covered by `filter` ([`snapshot`]).
+    /// The stored figures of `tenant` covered by `filter` ([`snapshot`]), with the
+    /// room they hold in the answer budget ([`Engine::read_whole`]): keep it until the
+    /// answer built from them has been sent.
     pub async fn status_snapshot(
         &self,
         tenant: &str,
         filter: Filter,
-    ) -> Result<Snapshot, EngineError> {
+    ) -> Result<Charged<Snapshot>, EngineError> {
         let tenant = tenant.to_string();
-        self.read(move |db, now| snapshot(db, &tenant, &filter, now))
+        self.read_whole(move |db, now, held| snapshot(db, &tenant, &filter, now, held))
             .await
+    }
+
+    /// A page of the covered queues of `tenant` with their figures
+    /// ([`resources::queues_measured`]), with the room they hold in the answer budget
+    /// ([`Engine::read_whole`]): keep it until the answer has been sent.
+    pub async fn queue_listing(
+        &self,
+        tenant: &str,
+        scan: QueueScan,
+    ) -> Result<Charged<Listing<QueueStats>>, EngineError> {
+        let tenant = tenant.to_string();
+        self.read_whole(move |db, now, held| {
+            resources::queues_measured(db, &tenant, now, &scan, held)
+        })
+        .await
     }
 
     /// A queue's backlog ([`resources::depth`]); `None` when it does not exist.

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::ack::{self, Ack, AckCall};
+use super::answers::{Charged, Held, Starved};
 use super::consumers;
 use super::push::{self, Appended, NewMessage};
 use super::queues::partition_key;
@@ -827,19 +828,31 @@ fn unread(tx: &Tx, tenant: &str, pid: u64, rec: &ConsumerRecord) -> Result<bool,
     Ok(found)
 }
 
-/// Reads a partition's state cells, in key order. `None`: the query is unknown.
+/// What one state row holds in an answer besides its key and value: the row and its
+/// JSON (`{"key", "value", "updatedAt"}`), with the vector's share.
+const STATE_ROW_COST: u64 = 128;
+
+/// Reads a partition's state cells, in key order, charging each row kept to `held`
+/// (its key, and its value twice: read and rendered): a prefix read has no count
+/// limit, and 10,000 named keys of 1 MiB values are 10 GiB. `Ok(None)`: the query is
+/// unknown; `Err(Starved)`: the answer budget had no room.
 pub fn state_get(
     view: &impl View,
     tenant: &str,
     q: &StateQuery,
-) -> Result<Option<Vec<StateRow>>, StoreError> {
+    held: &mut Held,
+) -> Result<Result<Option<Vec<StateRow>>, Starved>, StoreError> {
     let Some(query) = find_query(view, tenant, &q.query_id)? else {
-        return Ok(None);
+        return Ok(Ok(None));
     };
     let Ok(pid) = q.partition_id.parse::<u64>() else {
         // Not an id this broker minted: a partition with no state.
-        return Ok(Some(Vec::new()));
+        return Ok(Ok(Some(Vec::new())));
     };
+    let cost = |key: &str, cell: &StateCell| {
+        STATE_ROW_COST + key.len() as u64 + 2 * cell.value.get().len() as u64
+    };
+    let mut starved = None;
     let prefix = q.key_prefix.as_deref().unwrap_or("");
     let keep = |key: &str, cell: &StateCell| {
         key.starts_with(prefix)
@@ -861,6 +874,10 @@ pub fn state_get(
             };
             let cell: StateCell = records::decode(v)?;
             if keep(&key, &cell) {
+                if let Err(s) = held.charge_whole(cost(&key, &cell)) {
+                    starved = Some(s);
+                    return Ok(false);
+                }
                 rows.push(row(key, cell));
             }
             Ok(true)
@@ -874,11 +891,18 @@ pub fn state_get(
             if let Some(cell) = view.get_record::<StateCell>(T::StreamState, &ckey)?
                 && keep(key, &cell)
             {
+                if let Err(s) = held.charge_whole(cost(key, &cell)) {
+                    starved = Some(s);
+                    break;
+                }
                 rows.push(row(key.clone(), cell));
             }
         }
     }
-    Ok(Some(rows))
+    Ok(match starved {
+        Some(s) => Err(s),
+        None => Ok(Some(rows)),
+    })
 }
 
 /// A page of the partitions holding the query's state, in partition id order.
@@ -978,15 +1002,19 @@ impl super::Engine {
             .await
     }
 
-    /// Reads a partition's stream state from the last commit.
+    /// Reads a partition's stream state from the last commit ([`state_get`]), with
+    /// the room the rows hold in the answer budget ([`Engine::read_whole`]): keep it
+    /// until the answer has been sent.
     pub async fn stream_state(
         &self,
         tenant: &str,
         q: StateQuery,
-    ) -> Result<Option<Vec<StateRow>>, EngineError> {
+    ) -> Result<Charged<Option<Vec<StateRow>>>, EngineError> {
         let tenant = tenant.to_string();
-        self.read(move |db, _| state_get(&crate::store::Reader::begin(db)?, &tenant, &q))
-            .await
+        self.read_whole(move |db, _, held| {
+            state_get(&crate::store::Reader::begin(db)?, &tenant, &q, held)
+        })
+        .await
     }
 
     /// Lists the partitions holding a query's state, from the last commit.

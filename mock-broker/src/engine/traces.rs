@@ -17,6 +17,7 @@ use redb::Database;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use super::answers::{self, Charged, Held, Starved};
 use super::{Engine, ids};
 use crate::clock::Micros;
 use crate::error::EngineError;
@@ -184,15 +185,20 @@ pub fn for_message(
     tenant: &str,
     pid: u64,
     txn: &str,
-) -> Result<Vec<TraceRecord>, StoreError> {
+    held: &mut Held,
+) -> Result<Result<Vec<TraceRecord>, Starved>, StoreError> {
     let r = Reader::begin(db)?;
     let prefix = Key::tenant(tenant).str("m").u64(pid).str(txn).into_bytes();
-    let mut out = Vec::new();
+    let (mut out, mut starved) = (Vec::new(), None);
     r.scan(T::Traces, &prefix, &prefix, |_, v| {
+        if let Err(s) = held.charge_whole(answers::record_cost(v.len())) {
+            starved = Some(s);
+            return Ok(false);
+        }
         out.push(decode(v)?);
         Ok(true)
     })?;
-    Ok(out)
+    Ok(starved.map_or(Ok(out), Err))
 }
 
 /// The names in use, the most recently seen first.
@@ -201,11 +207,15 @@ pub fn names(
     tenant: &str,
     limit: usize,
     offset: usize,
-) -> Result<Page<NameSummary>, StoreError> {
+    held: &mut Held,
+) -> Result<Result<Page<NameSummary>, Starved>, StoreError> {
     let r = Reader::begin(db)?;
     let prefix = Key::tenant(tenant).str("n").into_bytes();
     let mut all: Vec<NameSummary> = Vec::new();
     let mut messages: std::collections::HashSet<(u64, String)> = Default::default();
+    // The set of one name's messages is cleared at the next name: what it held is
+    // charged again, so the charge is what the largest set and every summary hold.
+    let (mut set_bytes, mut held_sets, mut starved) = (0u64, 0u64, None);
     r.scan(T::Traces, &prefix, &prefix, |k, v| {
         let mut kr = crate::store::keys::KeyReader::new(&k[prefix.len()..]);
         let Some(name) = kr.str() else {
@@ -214,6 +224,11 @@ pub fn names(
         let n: NameRef = decode(v)?;
         // Rows of one name are adjacent: a new name starts a new summary.
         if all.last().is_none_or(|s| s.name != name) {
+            if let Err(s) = held.charge_whole(name.len() as u64 + 96) {
+                starved = Some(s);
+                return Ok(false);
+            }
+            set_bytes = 0;
             messages.clear();
             all.push(NameSummary {
                 name,
@@ -225,11 +240,24 @@ pub fn names(
         let s = all.last_mut().expect("pushed above");
         s.traces += 1;
         s.last_seen = s.last_seen.max(n.created_at);
+        let entry = n.transaction_id.len() as u64 + 64;
         if messages.insert((n.partition_id, n.transaction_id)) {
             s.messages += 1;
+            set_bytes += entry;
+            // Room the largest set so far did not already take.
+            if set_bytes > held_sets
+                && let Err(e) = held.charge_whole(set_bytes - held_sets)
+            {
+                starved = Some(e);
+                return Ok(false);
+            }
+            held_sets = held_sets.max(set_bytes);
         }
         Ok(true)
     })?;
+    if let Some(s) = starved {
+        return Ok(Err(s));
+    }
     all.sort_by(|a, b| {
         b.last_seen
             .cmp(&a.last_seen)
@@ -237,7 +265,7 @@ pub fn names(
     });
     let total = all.len() as u64;
     let rows = all.into_iter().skip(offset).take(limit).collect();
-    Ok(Page { rows, total })
+    Ok(Ok(Page { rows, total }))
 }
 
 /// The traces carrying `name`, oldest first, with their messages' payloads.
@@ -247,7 +275,8 @@ pub fn by_name(
     name: &str,
     limit: usize,
     offset: usize,
-) -> Result<Page<NamedTrace>, StoreError> {
+    held: &mut Held,
+) -> Result<Result<Page<NamedTrace>, Starved>, StoreError> {
     let r = Reader::begin(db)?;
     let prefix = Key::tenant(tenant).str("n").str(name).into_bytes();
     let mut refs: Vec<(String, NameRef)> = Vec::new();
@@ -269,9 +298,16 @@ pub fn by_name(
             continue;
         };
         let payload = message_payload(&r, tenant, n.partition_id, &n.transaction_id)?;
+        let cost = answers::record_cost(trace.data.get().len())
+            + payload
+                .as_ref()
+                .map_or(0, |p| answers::record_cost(p.get().len()));
+        if let Err(s) = held.charge_whole(cost) {
+            return Ok(Err(s));
+        }
         rows.push(NamedTrace { trace, payload });
     }
-    Ok(Page { rows, total })
+    Ok(Ok(Page { rows, total }))
 }
 
 fn message_payload(
@@ -309,40 +345,42 @@ impl Engine {
             .await
     }
 
-    /// Every trace of one message ([`for_message`]).
+    /// Every trace of one message ([`for_message`]), with the room they hold in the
+    /// answer budget ([`Engine::read_whole`]): keep it until the answer is sent.
     pub async fn message_traces(
         &self,
         tenant: &str,
         pid: u64,
         txn: &str,
-    ) -> Result<Vec<TraceRecord>, EngineError> {
+    ) -> Result<Charged<Vec<TraceRecord>>, EngineError> {
         let (tenant, txn) = (tenant.to_string(), txn.to_string());
-        self.read(move |db, _| for_message(db, &tenant, pid, &txn))
+        self.read_whole(move |db, _, held| for_message(db, &tenant, pid, &txn, held))
             .await
     }
 
-    /// The names in use ([`names`]).
+    /// The names in use ([`names`]), with the room they hold in the answer budget.
     pub async fn trace_names(
         &self,
         tenant: &str,
         limit: usize,
         offset: usize,
-    ) -> Result<Page<NameSummary>, EngineError> {
+    ) -> Result<Charged<Page<NameSummary>>, EngineError> {
         let tenant = tenant.to_string();
-        self.read(move |db, _| names(db, &tenant, limit, offset))
+        self.read_whole(move |db, _, held| names(db, &tenant, limit, offset, held))
             .await
     }
 
-    /// The traces carrying a name ([`by_name`]).
+    /// The traces carrying a name ([`by_name`]), with the room they and their
+    /// messages' payloads hold in the answer budget.
     pub async fn traces_by_name(
         &self,
         tenant: &str,
         name: &str,
         limit: usize,
         offset: usize,
-    ) -> Result<Page<NamedTrace>, EngineError> {
+    ) -> Result<Charged<Page<NamedTrace>>, EngineError> {
         let (tenant, name) = (tenant.to_string(), name.to_string());
-        self.read(move |db, _| by_name(db, &tenant, &name, limit, offset))
+        self.read_whole(move |db, _, held| by_name(db, &tenant, &name, limit, offset, held))
             .await
     }
 }

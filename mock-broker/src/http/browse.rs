@@ -22,6 +22,7 @@ use super::wire::browse::{
 };
 use super::{AppState, Caller};
 use crate::clock::parse_iso;
+use crate::engine::answers::Charged;
 use crate::engine::browse::{Fetched, MessageFilter};
 
 /// This module's routes, merged into [`super::router`].
@@ -152,16 +153,16 @@ pub async fn list(s: Caller, params: Params) -> Result<Response, ApiError> {
         offset: params.int("offset", 0, 0, MAX_LIST_OFFSET)? as usize,
     };
     let (limit, offset) = (filter.limit, filter.offset);
-    let page = s.engine.list_messages(s.tenant(), filter).await?;
+    let Charged { value: page, held } = s.engine.list_messages(s.tenant(), filter).await?;
     let messages: Vec<_> = page.messages.iter().map(Into::into).collect();
-    Ok(AxumJson(MessageListAnswer {
+    let answer = MessageListAnswer {
         total: messages.len(),
         messages,
         limit,
         offset,
         mode: page.mode.into(),
-    })
-    .into_response())
+    };
+    Ok(super::budgeted::json_holding(&answer, held))
 }
 
 /// `POST /api/v1/fetch`: records by offset, no lease, no cursor.

@@ -17,12 +17,15 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
+use super::budgeted::json_holding;
 use super::error::ApiError;
 use super::extract::{Json, Params, PathParams};
 use super::{AppState, Caller};
 use crate::clock::{Micros, format_iso, parse_iso};
+use crate::engine::answers::Charged;
 use crate::engine::dlq::{DlqListed, DlqQuery};
 use crate::engine::groups::{GroupOnQueue, SeekTo, SubscriptionMode};
+use crate::engine::resources::Page;
 
 /// This module's routes, merged into [`super::router`]. The static `lagging` segment
 /// takes precedence over `{group}` (as on the Queen server, a group named `lagging`
@@ -275,11 +278,25 @@ fn group_row(g: &GroupOnQueue, now: Micros) -> GroupRow<'_> {
     }
 }
 
-/// `GET /api/v1/consumer-groups`: every (group, queue), a bare array.
-pub async fn list(s: Caller) -> Result<Response, ApiError> {
-    let (groups, now) = s.engine.group_overview(s.tenant(), None).await?;
-    let rows: Vec<GroupRow> = groups.iter().map(|g| group_row(g, now)).collect();
-    Ok(AxumJson(rows).into_response())
+/// The most rows one page of `GET /api/v1/consumer-groups` carries.
+pub const MAX_GROUP_PAGE: i64 = 10_000;
+
+/// `GET /api/v1/consumer-groups[?pageSize=&pageOffset=]`: every (group, queue), a bare
+/// array; all of them, as Queen 2 answers, unless the call asks for a page
+/// ([`super::resources::listing_page`]; a page shorter than `pageSize` is the last)
+/// **(ours)**. Charged to the broker's answer budget while built and sent.
+pub async fn list(s: Caller, params: Params) -> Result<Response, ApiError> {
+    let page =
+        super::resources::listing_page(&params, MAX_GROUP_PAGE)?.map_or(Page::ALL, |p| Page {
+            offset: p.offset,
+            limit: p.limit,
+        });
+    let Charged {
+        value: (groups, now),
+        held,
+    } = s.engine.group_overview(s.tenant(), None, page).await?;
+    let rows: Vec<GroupRow> = groups.rows.iter().map(|g| group_row(g, now)).collect();
+    Ok(json_holding(&rows, held))
 }
 
 /// One partition of a group's detail.
@@ -312,9 +329,15 @@ pub async fn detail(
     s: Caller,
     PathParams(group): PathParams<String>,
 ) -> Result<Response, ApiError> {
-    let (groups, now) = s.engine.group_overview(s.tenant(), Some(&group)).await?;
+    let Charged {
+        value: (groups, now),
+        held,
+    } = s
+        .engine
+        .group_overview(s.tenant(), Some(&group), Page::ALL)
+        .await?;
     let mut out = BTreeMap::new();
-    for g in groups.iter().filter(|g| !g.partitions.is_empty()) {
+    for g in groups.rows.iter().filter(|g| !g.partitions.is_empty()) {
         let partitions = g
             .partitions
             .iter()
@@ -333,7 +356,7 @@ pub async fn detail(
             .collect();
         out.insert(g.subscription.queue.as_str(), DetailQueue { partitions });
     }
-    Ok(AxumJson(out).into_response())
+    Ok(json_holding(&out, held))
 }
 
 /// One lagging partition (snake_case, as the Queen server answers it).
@@ -356,8 +379,12 @@ struct LaggingRow<'a> {
 /// oldest first, as a bare array.
 pub async fn lagging(s: Caller, params: Params) -> Result<Response, ApiError> {
     let min = params.int("minLagSeconds", 3600, 0, i64::MAX)?;
-    let (groups, now) = s.engine.group_overview(s.tenant(), None).await?;
+    let Charged {
+        value: (groups, now),
+        held,
+    } = s.engine.group_overview(s.tenant(), None, Page::ALL).await?;
     let mut rows: Vec<LaggingRow> = groups
+        .rows
         .iter()
         .flat_map(|g| g.partitions.iter().map(move |p| (g, p)))
         .filter(|(_, p)| p.offset_lag > 0 && p.time_lag_seconds(now) > min)
@@ -378,7 +405,7 @@ pub async fn lagging(s: Caller, params: Params) -> Result<Response, ApiError> {
         })
         .collect();
     rows.sort_by_key(|r| std::cmp::Reverse(r.time_lag_seconds));
-    Ok(AxumJson(rows).into_response())
+    Ok(json_holding(&rows, held))
 }
 
 /// One dead letter as listed. `data` is serialised as the stored raw text: building a

@@ -135,8 +135,9 @@ pub async fn namespaces(s: Caller) -> Result<Response, ApiError> {
 /// `GET /api/v1/kv/{ns}?prefix=&after=&limit=`: a page of the namespace's live rows in
 /// key order. The query is checked as a `getPrefix` operation with the same fields
 /// (so a bad namespace is the same `kv_bad_request`), and read by the operation's own
-/// rule ([`kv::prefix_page`]) from the last commit. `limit` is a query integer
-/// (default 100, 1 to 1,000, else 400).
+/// rule ([`kv::prefix_page`]) from the last commit, charged to the broker's answer
+/// budget while built and sent. `limit` is a query integer (default 100, 1 to 1,000,
+/// else 400).
 pub async fn rows(
     s: Caller,
     PathParams(ns): PathParams<String>,
@@ -157,5 +158,8 @@ pub async fn rows(
         unreachable!("a getPrefix operation was built")
     };
     let out = s.engine.kv_page(s.tenant(), &ns, page).await?;
-    Ok(AxumJson(wire::page(&out)).into_response())
+    Ok(super::budgeted::json_holding(
+        &wire::page(&out.value),
+        out.held,
+    ))
 }

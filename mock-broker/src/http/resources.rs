@@ -13,14 +13,16 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::Caller;
+use super::budgeted::json_holding;
 use super::error::ApiError;
 use super::extract::Params;
 use super::extract::PathParams;
 use super::wire::status::Pagination;
 use crate::clock::format_iso;
+use crate::engine::answers::Charged;
 use crate::engine::resources::{
-    Counts, GroupBy, GroupView, MessageDetail, MessageStatus, PartitionPage, PartitionStats,
-    QueueStats, busiest_partitions, groupings,
+    Counts, GroupBy, GroupView, Measure, MessageDetail, MessageStatus, Page, PartitionStats,
+    QueueScan, QueueStats, busiest_partitions, groupings,
 };
 use crate::engine::status::Filter;
 use crate::store::records::QueueOptions;
@@ -77,7 +79,7 @@ impl<'a> QueueRow<'a> {
             name: &q.name,
             namespace: q.record.namespace.as_deref(),
             task: q.record.task.as_deref(),
-            partitions: q.partitions.len(),
+            partitions: q.partition_count,
             messages: (&q.totals).into(),
             segments: segments(q),
             retained_bytes: q.retained_bytes,
@@ -89,22 +91,65 @@ impl<'a> QueueRow<'a> {
 fn segments(q: &QueueStats) -> SegmentsBody {
     SegmentsBody {
         messages: q.totals.total,
-        partitions: q.partitions.len(),
+        partitions: q.partition_count,
     }
 }
 
 #[derive(Serialize)]
 struct QueueList<'a> {
     queues: Vec<QueueRow<'a>>,
+    /// Queues of the tenant **(ours)**: with a page, how many there are to page over.
+    total: usize,
+    /// The page, when the call asked for one **(ours)**.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pagination: Option<Pagination>,
 }
 
-/// `GET /api/v1/resources/queues`: every queue of the caller's tenant.
-pub async fn list(s: Caller) -> Result<Response, ApiError> {
-    let queues = s.engine.queue_stats(s.tenant()).await?;
-    let body = QueueList {
-        queues: queues.iter().map(QueueRow::of).collect(),
+/// The most queues one page of `GET /api/v1/resources/queues` carries.
+pub const MAX_QUEUE_PAGE: i64 = 10_000;
+
+/// The page a listing of every row asks for **(ours)**: `pageSize` (1 to `max`) and
+/// `pageOffset`; `None` when it names neither, for every row. Not `limit`/`offset`:
+/// Queen 2 answers these listings whole and ignores those, and the official client's
+/// tests send `?limit=500` and then look for their queue among all of them.
+pub(super) fn listing_page(p: &Params, max: i64) -> Result<Option<Pagination>, ApiError> {
+    if p.get("pageSize").is_none() && p.get("pageOffset").is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Pagination {
+        limit: p.int("pageSize", max, 1, max)? as usize,
+        offset: p.int("pageOffset", 0, 0, i64::MAX)? as usize,
+    }))
+}
+
+/// `GET /api/v1/resources/queues[?pageSize=&pageOffset=]`: the queues of the caller's
+/// tenant, in name order; all of them, as Queen 2 answers (which ignores `limit`),
+/// unless the call asks for a page ([`listing_page`]) **(ours)**; `total` counts them
+/// all. The answer is charged to the broker's answer budget while it is built and
+/// sent, so that many large listings at once wait for room (then 429) rather than
+/// grow the broker's memory without bound.
+pub async fn list(s: Caller, p: Params) -> Result<Response, ApiError> {
+    let pagination = listing_page(&p, MAX_QUEUE_PAGE)?;
+    let page = pagination.as_ref().map_or(Page::ALL, |p| Page {
+        offset: p.offset,
+        limit: p.limit,
+    });
+    let scan = QueueScan {
+        measure: Measure::Full,
+        filter: Filter::default(),
+        page,
+        partitions: Page::NONE,
     };
-    Ok(AxumJson(body).into_response())
+    let Charged {
+        value: listing,
+        held,
+    } = s.engine.queue_listing(s.tenant(), scan).await?;
+    let body = QueueList {
+        queues: listing.rows.iter().map(QueueRow::of).collect(),
+        total: listing.total,
+        pagination,
+    };
+    Ok(json_holding(&body, held))
 }
 
 #[derive(Serialize)]
@@ -167,8 +212,8 @@ pub const MAX_PARTITION_PAGE: i64 = 10_000;
 
 /// The page of partitions a queue's detail asks for: `limit` (default
 /// [`DEFAULT_PARTITION_PAGE`], at most [`MAX_PARTITION_PAGE`]) and `offset`.
-pub(super) fn partition_page(p: &Params) -> Result<PartitionPage, ApiError> {
-    Ok(PartitionPage {
+pub(super) fn partition_page(p: &Params) -> Result<Page, ApiError> {
+    Ok(Page {
         limit: p.int("limit", DEFAULT_PARTITION_PAGE, 1, MAX_PARTITION_PAGE)? as usize,
         offset: p.int("offset", 0, 0, i64::MAX)? as usize,
     })
@@ -280,7 +325,8 @@ pub async fn message(
     let Ok(id) = pid.parse::<u64>() else {
         return Err(missing());
     };
-    let Some(d) = s.engine.message_detail(s.tenant(), id, &txn).await? else {
+    let Charged { value: d, held } = s.engine.message_detail(s.tenant(), id, &txn).await?;
+    let Some(d) = d else {
         return Err(missing());
     };
     let MessageDetail {
@@ -313,7 +359,7 @@ pub async fn message(
         queue_config: &queue_record.options,
         consumer_groups: groups.iter().map(Into::into).collect(),
     };
-    Ok(AxumJson(body).into_response())
+    Ok(json_holding(&body, held))
 }
 
 /// A 404 `not_found`.
@@ -365,7 +411,7 @@ fn group_counts(c: &Counts) -> GroupCounts {
 /// `GET /api/v1/resources/namespaces`: every namespace in use (given at configure or
 /// derived from a dotted queue name), with its queues' figures.
 pub async fn namespaces(s: Caller) -> Result<Response, ApiError> {
-    let snap = s
+    let Charged { value: snap, held } = s
         .engine
         .status_snapshot(s.tenant(), Filter::default())
         .await?;
@@ -381,12 +427,12 @@ pub async fn namespaces(s: Caller) -> Result<Response, ApiError> {
             })
             .collect(),
     };
-    Ok(AxumJson(body).into_response())
+    Ok(json_holding(&body, held))
 }
 
 /// `GET /api/v1/resources/tasks`: every task in use, with its queues' figures.
 pub async fn tasks(s: Caller) -> Result<Response, ApiError> {
-    let snap = s
+    let Charged { value: snap, held } = s
         .engine
         .status_snapshot(s.tenant(), Filter::default())
         .await?;
@@ -402,7 +448,7 @@ pub async fn tasks(s: Caller) -> Result<Response, ApiError> {
             })
             .collect(),
     };
-    Ok(AxumJson(body).into_response())
+    Ok(json_holding(&body, held))
 }
 
 #[derive(Serialize)]
@@ -431,7 +477,7 @@ pub async fn partitions(s: Caller, p: Params) -> Result<Response, ApiError> {
         queue: p.get("queue").map(str::to_string),
         ..Filter::default()
     };
-    let snap = s.engine.status_snapshot(s.tenant(), filter).await?;
+    let Charged { value: snap, held } = s.engine.status_snapshot(s.tenant(), filter).await?;
     let now = s.engine.clock().now_micros();
     let body = Ranked {
         partitions: busiest_partitions(&snap.queues, limit)
@@ -449,7 +495,7 @@ pub async fn partitions(s: Caller, p: Params) -> Result<Response, ApiError> {
             })
             .collect(),
     };
-    Ok(AxumJson(body).into_response())
+    Ok(json_holding(&body, held))
 }
 
 #[derive(Serialize)]

@@ -13,12 +13,14 @@ use axum::Router;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
+use super::budgeted::json_holding;
 use super::error::ApiError;
 use super::extract::{Params, PathParams};
 use super::wire::status::*;
 use super::{AppState, Caller, resources};
 use crate::clock::{Micros, format_iso, parse_iso};
-use crate::engine::resources::{GroupBy, QueueStats, groupings};
+use crate::engine::answers::Charged;
+use crate::engine::resources::{GroupBy, Measure, Page, QueueScan, QueueStats, groupings};
 use crate::engine::status::{Bucket, Filter, MICROS_PER_MINUTE, ProcessSample, Snapshot, backlog};
 use crate::store::Health;
 
@@ -160,7 +162,7 @@ pub async fn status(s: Caller, p: Params) -> Result<Response, ApiError> {
     let now = now(&s);
     let (from, to) = range(&p, now, 60)?;
     let f = filter(&p, true);
-    let snap = s.engine.status_snapshot(s.tenant(), f.clone()).await?;
+    let Charged { value: snap, held } = s.engine.status_snapshot(s.tenant(), f.clone()).await?;
     let width = bucket_minutes(from, to) * MICROS_PER_MINUTE;
     let minutes = s
         .engine
@@ -236,7 +238,7 @@ pub async fn status(s: Caller, p: Params) -> Result<Response, ApiError> {
             dlq_messages: all.dlq,
         },
     };
-    Ok(AxumJson(body).into_response())
+    Ok(json_holding(&body, held))
 }
 
 /// `GET /api/v1/status/queues?namespace=&task=&limit=100&offset=0`: the queues, in
@@ -244,22 +246,26 @@ pub async fn status(s: Caller, p: Params) -> Result<Response, ApiError> {
 pub async fn status_queues(s: Caller, p: Params) -> Result<Response, ApiError> {
     let limit = p.int("limit", 100, 1, 10_000)? as usize;
     let offset = p.int("offset", 0, 0, i64::MAX)? as usize;
-    let snap = s
-        .engine
-        .status_snapshot(s.tenant(), filter(&p, false))
-        .await?;
-    let rows = snap
-        .queues
+    let scan = QueueScan {
+        measure: Measure::Watermarks,
+        filter: filter(&p, false),
+        page: Page { offset, limit },
+        partitions: Page::NONE,
+    };
+    let Charged {
+        value: listing,
+        held,
+    } = s.engine.queue_listing(s.tenant(), scan).await?;
+    let rows = listing
+        .rows
         .iter()
-        .skip(offset)
-        .take(limit)
         .map(|q| StatusQueueRow {
             id: &q.name,
             name: &q.name,
             namespace: q.record.namespace.as_deref(),
             task: q.record.task.as_deref(),
             created_at: format_iso(q.record.created_at),
-            partitions: q.partitions.len(),
+            partitions: q.partition_count,
             messages: ShortCounts {
                 total: q.totals.total,
                 pending: q.totals.pending,
@@ -269,10 +275,10 @@ pub async fn status_queues(s: Caller, p: Params) -> Result<Response, ApiError> {
         .collect();
     let body = StatusQueues {
         queues: rows,
-        total: snap.queues.len(),
+        total: listing.total,
         pagination: Pagination { limit, offset },
     };
-    Ok(AxumJson(body).into_response())
+    Ok(json_holding(&body, held))
 }
 
 /// `GET /api/v1/status/queues/{queue}?limit=&offset=`: one queue with its
@@ -495,7 +501,7 @@ pub async fn worker_metrics(s: Caller, p: Params) -> Result<Response, ApiError> 
 /// keeps no stats tables that could lag (every read computes from the last commit),
 /// so a refresh is only a read.
 pub async fn refresh(s: Caller) -> Result<Response, ApiError> {
-    let snap = s
+    let Charged { value: snap, held } = s
         .engine
         .status_snapshot(s.tenant(), Filter::default())
         .await?;
@@ -507,14 +513,14 @@ pub async fn refresh(s: Caller) -> Result<Response, ApiError> {
         partitions: snap.queues.iter().map(|q| q.partitions.len()).sum(),
         messages: MessageCounts::of(&snap.totals, failed),
     };
-    Ok(AxumJson(body).into_response())
+    Ok(json_holding(&body, held))
 }
 
 /// `GET /api/v1/resources/overview`: counts of queues, partitions, namespaces, tasks
 /// and messages, the backlog's age and size, and the last five minutes' rates.
 pub async fn overview(s: Caller) -> Result<Response, ApiError> {
     let now = now(&s);
-    let snap = s
+    let Charged { value: snap, held } = s
         .engine
         .status_snapshot(s.tenant(), Filter::default())
         .await?;
@@ -538,7 +544,7 @@ pub async fn overview(s: Caller) -> Result<Response, ApiError> {
         timestamp: format_iso(now),
         stats_age: 0,
     };
-    Ok(AxumJson(body).into_response())
+    Ok(json_holding(&body, held))
 }
 
 /// `GET /metrics`: the process (uptime, memory, CPU, storage) and the caller's traffic

@@ -21,6 +21,7 @@ use super::wire::streams::{
     UnknownQuery,
 };
 use super::{AppState, Caller};
+use crate::engine::answers::Charged;
 use crate::engine::streams::{ClaimOutcome, CycleOutcome, Registered};
 
 /// This module's routes, merged into [`super::router`].
@@ -146,12 +147,15 @@ async fn claim(s: Caller, Json(body): Json<ClaimBody>) -> Result<Response, ApiEr
 async fn state_get(s: Caller, Json(body): Json<StateGetBody>) -> Result<Response, ApiError> {
     let q = body.into_query()?;
     let query_id = q.query_id.clone();
-    Ok(match s.engine.stream_state(s.tenant(), q).await? {
-        Some(rows) => AxumJson(StateGetAnswer {
-            success: true,
-            rows: rows.into_iter().map(Into::into).collect(),
-        })
-        .into_response(),
+    let Charged { value: rows, held } = s.engine.stream_state(s.tenant(), q).await?;
+    Ok(match rows {
+        Some(rows) => {
+            let answer = StateGetAnswer {
+                success: true,
+                rows: rows.into_iter().map(Into::into).collect(),
+            };
+            super::budgeted::json_holding(&answer, held)
+        }
         None => unknown(&query_id),
     })
 }

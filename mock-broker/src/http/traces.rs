@@ -8,12 +8,14 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
+use super::budgeted::json_holding;
 use super::error::ApiError;
 use super::extract::{Json, Params, PathParams};
 use super::resources::not_found;
 use super::wire::traces::*;
 use super::{AppState, Caller};
 use crate::clock::format_iso;
+use crate::engine::answers::Charged;
 use crate::engine::traces::Recorded as Outcome;
 
 /// This module's routes, merged into [`super::router`].
@@ -59,7 +61,7 @@ fn page(p: &Params, default_limit: i64) -> Result<(usize, usize), ApiError> {
 /// first.
 pub async fn names(s: Caller, p: Params) -> Result<Response, ApiError> {
     let (limit, offset) = page(&p, 50)?;
-    let got = s.engine.trace_names(s.tenant(), limit, offset).await?;
+    let Charged { value: got, held } = s.engine.trace_names(s.tenant(), limit, offset).await?;
     let body = NameList {
         trace_names: got
             .rows
@@ -74,7 +76,7 @@ pub async fn names(s: Caller, p: Params) -> Result<Response, ApiError> {
         total: got.total,
         pagination: Pagination { limit, offset },
     };
-    Ok(AxumJson(body).into_response())
+    Ok(json_holding(&body, held))
 }
 
 /// `GET /api/v1/traces/by-name/{name}?limit=100&offset=0`: the traces carrying a name,
@@ -85,7 +87,7 @@ pub async fn by_name(
     p: Params,
 ) -> Result<Response, ApiError> {
     let (limit, offset) = page(&p, 100)?;
-    let got = s
+    let Charged { value: got, held } = s
         .engine
         .traces_by_name(s.tenant(), &name, limit, offset)
         .await?;
@@ -114,7 +116,7 @@ pub async fn by_name(
         total: got.total,
         pagination: Pagination { limit, offset },
     };
-    Ok(AxumJson(body).into_response())
+    Ok(json_holding(&body, held))
 }
 
 /// `GET /api/v1/traces/{partitionId}/{transactionId}`: every trace of one message,
@@ -123,9 +125,15 @@ pub async fn for_message(
     s: Caller,
     PathParams((pid, txn)): PathParams<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let traces = match pid.parse::<u64>() {
+    let Charged {
+        value: traces,
+        held,
+    } = match pid.parse::<u64>() {
         Ok(id) => s.engine.message_traces(s.tenant(), id, &txn).await?,
-        Err(_) => Vec::new(),
+        Err(_) => Charged {
+            value: Vec::new(),
+            held: s.engine.answer_budget().empty(),
+        },
     };
     let body = MessageTraces {
         traces: traces
@@ -141,5 +149,5 @@ pub async fn for_message(
             })
             .collect(),
     };
-    Ok(AxumJson(body).into_response())
+    Ok(json_holding(&body, held))
 }
