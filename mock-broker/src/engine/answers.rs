@@ -12,6 +12,18 @@
 //! [`AnswerBudget::WAIT`], then is answered 429 `overloaded` with `Retry-After`, which
 //! the official clients retry by themselves.
 //!
+//! # Whole answers
+//!
+//! An answer that cannot be cut short (a listing of queues or groups, a message's
+//! detail, the status reads, a KV namespace's page, a stream state read, the trace
+//! reads, a dead-letter page) charges what it keeps as it reads
+//! ([`Held::charge_whole`]). When the budget has no room now, the read gives up what it
+//! read, waits for the room it found it needs ([`AnswerBudget::acquire`], at most
+//! [`AnswerBudget::WAIT`]) and reads again holding it; a read that still finds too
+//! little (what it reads grew meanwhile) is tried three times in all, then refused with
+//! [`EngineError::AnswersBusy`]. Such an answer holds its room until it is sent
+//! ([`Charged`]). One larger than the whole budget is built alone, holding all of it.
+//!
 //! The budget counts in units of 1 KiB (a semaphore's permits), taken in steps of
 //! [`STEP`] so that a run of small records takes the semaphore rarely.
 //!

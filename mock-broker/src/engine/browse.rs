@@ -290,7 +290,7 @@ impl Engine {
     }
 
     /// Lists messages with where they stand ([`list_messages`]), with the room the
-    /// page holds in the answer budget ([`Engine::read_whole`]): keep it until the
+    /// page holds in the answer budget ([whole reads](crate::engine::answers#whole-answers)): keep it until the
     /// answer has been sent.
     pub async fn list_messages(
         &self,
@@ -577,7 +577,7 @@ const LISTED_COST: u64 = 1024;
 /// Lists the tenant's messages matching `f`, newest first (by creation time), from one
 /// snapshot of the last commit. Only the first `offset + limit` matches are kept while
 /// the matches are walked, and the page's payloads are not kept (the listing does not
-/// show them). What is kept is charged to `held` ([`answers::Held::charge_whole`]):
+/// show them). What is kept is charged to `held` ([`Held::charge_whole`](crate::engine::answers::Held::charge_whole)):
 /// `Err(Starved)` when the answer budget had no room.
 pub fn list_messages(
     db: &Database,

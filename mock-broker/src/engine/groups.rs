@@ -265,7 +265,7 @@ const POSITION_COST: u64 = std::mem::size_of::<PartitionPosition>() as u64 + 320
 
 /// Every group of the tenant (or one) on every queue it subscribed to (a page of those
 /// rows, in group then queue order), from the last commit, charged to `held` as it is
-/// read ([`answers::Held::charge_whole`]): each subscription, then each position kept.
+/// read ([`Held::charge_whole`](crate::engine::answers::Held::charge_whole)): each subscription, then each position kept.
 /// `Err(Starved)` when the answer budget had no room: nothing of it is kept.
 pub fn overview(
     db: &Database,
@@ -381,7 +381,7 @@ impl Engine {
 
     /// Where every group (or one) stands, from the last commit ([`overview`]): a
     /// page of the (group, queue) rows and the time they were read at, with the room
-    /// they hold in the answer budget ([`Engine::read_whole`]): keep it until the answer
+    /// they hold in the answer budget ([whole reads](crate::engine::answers#whole-answers)): keep it until the answer
     /// has been sent.
     pub async fn group_overview(
         &self,

@@ -698,7 +698,7 @@ const PAGE_ROW_COST: u64 = 160;
 /// a namespace (`GET /api/v1/kv/{ns}`, a snapshot of the last commit) share one rule.
 /// Each row kept is first passed to `charge` with what it holds (its key, and its value
 /// twice: read and rendered); a refusal ends the read with it (the listing charges the
-/// answer budget, [`answers::Held::charge_whole`]; the operation, inside a commit that
+/// answer budget, [`Held::charge_whole`](crate::engine::answers::Held::charge_whole); the operation, inside a commit that
 /// cannot wait, charges nothing: its page is at most 1,000 rows of 64 KiB).
 pub fn prefix_page<E>(
     view: &impl View,

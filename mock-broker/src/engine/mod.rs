@@ -976,7 +976,7 @@ impl Engine {
     }
 
     /// One message and where it stands for each group; `None` when unknown. With the
-    /// room it holds in the answer budget ([`Engine::read_whole`]; its payload, read
+    /// room it holds in the answer budget ([whole reads](answers#whole-answers); its payload, read
     /// and rendered twice, and a row per group): keep it until the answer has been sent.
     pub async fn message_detail(
         &self,

@@ -206,7 +206,7 @@ const QUEUE_COST: u64 = 1024;
 const PARTITION_COST: u64 = std::mem::size_of::<PartitionStats>() as u64 + 384;
 
 /// The covered queues of the tenant (a page of them) with their figures, in name
-/// order, charged to `held` as they are read ([`answers::Held::charge_whole`]): a
+/// order, charged to `held` as they are read ([`Held::charge_whole`](crate::engine::answers::Held::charge_whole)): a
 /// queue's record and row, then each partition it keeps. `Err(Starved)` when the
 /// answer budget had no room: nothing of it is kept.
 pub fn queues_measured(

@@ -713,7 +713,7 @@ impl Engine {
     }
 
     /// The stored figures of `tenant` covered by `filter` ([`snapshot`]), with the
-    /// room they hold in the answer budget ([`Engine::read_whole`]): keep it until the
+    /// room they hold in the answer budget ([whole reads](crate::engine::answers#whole-answers)): keep it until the
     /// answer built from them has been sent.
     pub async fn status_snapshot(
         &self,
@@ -727,7 +727,7 @@ impl Engine {
 
     /// A page of the covered queues of `tenant` with their figures
     /// ([`resources::queues_measured`]), with the room they hold in the answer budget
-    /// ([`Engine::read_whole`]): keep it until the answer has been sent.
+    /// ([whole reads](crate::engine::answers#whole-answers)): keep it until the answer has been sent.
     pub async fn queue_listing(
         &self,
         tenant: &str,

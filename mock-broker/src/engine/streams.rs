@@ -1003,7 +1003,7 @@ impl super::Engine {
     }
 
     /// Reads a partition's stream state from the last commit ([`state_get`]), with
-    /// the room the rows hold in the answer budget ([`Engine::read_whole`]): keep it
+    /// the room the rows hold in the answer budget ([whole reads](crate::engine::answers#whole-answers)): keep it
     /// until the answer has been sent.
     pub async fn stream_state(
         &self,

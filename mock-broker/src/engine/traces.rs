@@ -346,7 +346,7 @@ impl Engine {
     }
 
     /// Every trace of one message ([`for_message`]), with the room they hold in the
-    /// answer budget ([`Engine::read_whole`]): keep it until the answer is sent.
+    /// answer budget ([whole reads](crate::engine::answers#whole-answers)): keep it until the answer is sent.
     pub async fn message_traces(
         &self,
         tenant: &str,
