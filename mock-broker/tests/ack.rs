@@ -348,17 +348,9 @@ async fn a_fenced_completed_repeat_under_a_live_lease_is_a_noop() {
 /// comes back after.
 #[tokio::test]
 async fn a_dead_letter_page_over_the_answer_budget_comes_whole() {
-    let clock = queen_mock_broker::ManualClock::new();
-    let broker = queen_mock_broker::MockBroker::builder()
-        .clock(clock.clone())
-        .answer_budget(3 << 20)
-        .start()
-        .await
-        .unwrap();
-    let h = Harness::with(broker, clock);
-    let big = "x".repeat((1 << 20) - 2);
-    for i in 0..4 {
-        h.push_one("q", "p", &format!("m{i}"), json!(big)).await;
+    let h = Harness::with_answer_budget(3 << 20).await;
+    let big = h.push_mib("q", "p", 4).await;
+    for _ in 0..4 {
         let m = one(&h, "q").await;
         assert_eq!(h.ack_msg(&m, "dlq").await["dlq"], true);
     }

@@ -552,19 +552,9 @@ async fn a_timer_key_with_slashes_is_peeked_and_cancelled_by_its_path() {
 /// whole budget is answered alone; the budget is given back once each answer is sent.
 #[tokio::test]
 async fn a_fetch_over_the_answer_budget_answers_what_fits_and_reads_on() {
-    let clock = queen_mock_broker::ManualClock::new();
-    let broker = MockBroker::builder()
-        .clock(clock.clone())
-        .answer_budget(3 << 20)
-        .start()
-        .await
-        .unwrap();
-    let h = Harness::with(broker, clock);
+    let h = Harness::with_answer_budget(3 << 20).await;
     // Six records of 1 MiB: each costs twice its size in the budget, so about one fits.
-    let big = "x".repeat((1 << 20) - 2);
-    for i in 0..6 {
-        h.push_one("q", "p", &format!("m{i}"), json!(big)).await;
-    }
+    h.push_mib("q", "p", 6).await;
     let mut next = 0;
     let mut rounds = 0;
     while next < 6 {
@@ -583,16 +573,8 @@ async fn a_fetch_over_the_answer_budget_answers_what_fits_and_reads_on() {
     assert!(rounds >= 2, "{rounds} rounds");
 
     // A budget smaller than one record: the record comes back alone, every time.
-    let clock = queen_mock_broker::ManualClock::new();
-    let small = MockBroker::builder()
-        .clock(clock.clone())
-        .answer_budget(256 << 10)
-        .start()
-        .await
-        .unwrap();
-    let h = Harness::with(small, clock);
-    h.push_one("q", "p", "a", json!(big)).await;
-    h.push_one("q", "p", "b", json!(big)).await;
+    let h = Harness::with_answer_budget(256 << 10).await;
+    h.push_mib("q", "p", 2).await;
     for offset in [0, 1, 0] {
         let e = fetch(
             &h,

@@ -90,45 +90,147 @@ async fn start(data: &std::path::Path, args: &[&str]) -> (Child, String) {
     (child, url)
 }
 
-/// One fetch of 64 MiB, its body read and dropped a chunk at a time; its status, its
-/// `Retry-After` when refused, and the body's length.
-async fn fetch(http: reqwest::Client, url: String) -> (u16, bool, u64) {
-    let entries: Vec<_> = (0..ENTRIES)
-        .map(|_| serde_json::json!({"queue": "big", "partition": "p", "offset": 0, "maxBytes": 8 << 20}))
-        .collect();
-    let mut res = http
-        .post(format!("{url}/api/v1/fetch"))
-        .json(&serde_json::json!({"entries": entries, "maxBytes": 64 << 20}))
-        .send()
-        .await
-        .expect("the broker answers");
+/// How one request of a storm was answered.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    /// A refusal carries `Retry-After`.
+    retry_after: bool,
+    /// The body's length, read and dropped a chunk at a time.
+    len: u64,
+}
+
+async fn answer(mut res: reqwest::Response) -> Answer {
     let status = res.status().as_u16();
     let retry_after = res.headers().contains_key("retry-after");
     let mut len = 0;
     while let Some(chunk) = res.chunk().await.expect("the body arrives") {
         len += chunk.len() as u64;
     }
-    (status, retry_after, len)
+    Answer {
+        status,
+        retry_after,
+        len,
+    }
+}
+
+/// A count from the environment (`name`), or `default`.
+fn count_from_env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A size from the environment (`name`, `192MiB`), or `default`: its text, for the
+/// broker's flag, and its bytes.
+fn size_from_env(name: &str, default: &str) -> (String, u64) {
+    let text = std::env::var(name).unwrap_or_else(|_| default.into());
+    let bytes = parse_size(&text);
+    (text, bytes)
+}
+
+/// The binary on a data file in a fresh folder, with `flag` set to `value`; the
+/// folder (kept while the broker runs), the process and its URL.
+async fn broker_with(flag: &str, value: &str) -> (tempfile::TempDir, Child, String) {
+    if !std::path::Path::new("/proc/self/status").exists() {
+        panic!("this test reads /proc/<pid>/status: run it on Linux");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (child, url) = start(&dir.path().join("queen.redb"), &[flag, value]).await;
+    (dir, child, url)
+}
+
+/// `count` requests sent at once and the broker's resident set around them.
+struct Storm {
+    answers: Vec<Answer>,
+    before: u64,
+    peak: u64,
+    after: u64,
+    took: Duration,
+}
+
+impl Storm {
+    /// Sends `count` requests made by `request` at once and waits for every answer.
+    async fn run<F, Fut>(broker: &Child, count: usize, request: F) -> Storm
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Answer> + Send + 'static,
+    {
+        let pid = broker.id().expect("a running broker");
+        let before = status_bytes(pid, "VmRSS:");
+        let started = Instant::now();
+        let all: Vec<_> = (0..count).map(|_| tokio::spawn(request())).collect();
+        let mut answers = Vec::new();
+        for a in all {
+            answers.push(a.await.unwrap());
+        }
+        Storm {
+            answers,
+            took: started.elapsed(),
+            peak: status_bytes(pid, "VmHWM:"),
+            after: status_bytes(pid, "VmRSS:"),
+            before,
+        }
+    }
+
+    /// Prints the run and checks it: every answer is `served` or 429 with
+    /// `Retry-After`, some are served, and the peak is within the resident set before
+    /// plus `allowed` (named by `terms`, for the failure's text).
+    fn judge(&self, what: &str, served: impl Fn(&Answer) -> bool, allowed: u64, terms: &str) {
+        let ok = self.answers.iter().filter(|a| served(a)).count();
+        let refused = self
+            .answers
+            .iter()
+            .filter(|a| a.status == 429 && a.retry_after)
+            .count();
+        let sent: u64 = self.answers.iter().map(|a| a.len).sum();
+        let bound = self.before + allowed;
+        println!(
+            "{what}: {ok} served, {refused} 429 with Retry-After, {:.0} MiB sent in {:.1} s; \
+             broker RSS {:.0} MiB before, peak {:.0} MiB (bound {:.0} MiB), {:.0} MiB after",
+            mib(sent),
+            self.took.as_secs_f64(),
+            mib(self.before),
+            mib(self.peak),
+            mib(bound),
+            mib(self.after),
+        );
+        assert_eq!(
+            ok + refused,
+            self.answers.len(),
+            "every request is served, or refused 429 with Retry-After: {:?}",
+            self.answers
+        );
+        assert!(ok > 0, "some requests are served");
+        assert!(
+            self.peak <= bound,
+            "peak RSS {:.0} MiB is over before + {terms} = {:.0} MiB",
+            mib(self.peak),
+            mib(bound)
+        );
+    }
+}
+
+/// One fetch of 64 MiB.
+async fn fetch(http: reqwest::Client, url: String) -> Answer {
+    let entries: Vec<_> = (0..ENTRIES)
+        .map(|_| serde_json::json!({"queue": "big", "partition": "p", "offset": 0, "maxBytes": 8 << 20}))
+        .collect();
+    let res = http
+        .post(format!("{url}/api/v1/fetch"))
+        .json(&serde_json::json!({"entries": entries, "maxBytes": 64 << 20}))
+        .send()
+        .await
+        .expect("the broker answers");
+    answer(res).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_large_fetches_stay_within_the_answer_budget() {
-    if !std::path::Path::new("/proc/self/status").exists() {
-        panic!("this test reads /proc/<pid>/status: run it on Linux");
-    }
-    let fetches: usize = std::env::var("QUEEN_MEMORY_FETCHES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(48);
-    let budget_text = std::env::var("QUEEN_MEMORY_BUDGET").unwrap_or_else(|_| "192MiB".into());
-    let budget = parse_size(&budget_text);
-    let dir = tempfile::tempdir().unwrap();
-    let (child, url) = start(
-        &dir.path().join("queen.redb"),
-        &["--answer-budget", &budget_text],
-    )
-    .await;
-    let pid = child.id().expect("a running broker");
+    let fetches = count_from_env("QUEEN_MEMORY_FETCHES", 48);
+    let (budget_text, budget) = size_from_env("QUEEN_MEMORY_BUDGET", "192MiB");
+    let (_dir, child, url) = broker_with("--answer-budget", &budget_text).await;
     let http = reqwest::Client::new();
 
     // 8 records of 1 MiB in one partition: each entry of a fetch reads all of them,
@@ -144,62 +246,29 @@ async fn concurrent_large_fetches_stay_within_the_answer_budget() {
         assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
     }
     // One fetch alone answers all 64 MiB: the budget does not shrink a lone answer.
-    let (status, _, alone) = fetch(http.clone(), url.clone()).await;
-    assert_eq!(status, 200);
-    assert!(alone > (ENTRIES * RECORDS * RECORD) as u64, "{alone} bytes");
-
-    let before = status_bytes(pid, "VmRSS:");
-    let started = Instant::now();
-    let all: Vec<_> = (0..fetches)
-        .map(|_| tokio::spawn(fetch(http.clone(), url.clone())))
-        .collect();
-    let mut answered = Vec::new();
-    for f in all {
-        answered.push(f.await.unwrap());
-    }
-    let took = started.elapsed();
-    let peak = status_bytes(pid, "VmHWM:");
-    let after = status_bytes(pid, "VmRSS:");
-    let ok = answered.iter().filter(|(s, _, _)| *s == 200).count();
-    let refused = answered
-        .iter()
-        .filter(|(s, ra, _)| *s == 429 && *ra)
-        .count();
-    let sent: u64 = answered.iter().map(|(_, _, n)| n).sum();
-    let bound = before + budget + CACHE + SLACK;
-    println!(
-        "{fetches} fetches of 64 MiB, answer budget {budget_text}: {ok} answered 200, {refused} \
-         429 with Retry-After, {:.0} MiB sent in {:.1} s; broker RSS {:.0} MiB before, peak \
-         {:.0} MiB (bound {:.0} MiB), {:.0} MiB after",
-        mib(sent),
-        took.as_secs_f64(),
-        mib(before),
-        mib(peak),
-        mib(bound),
-        mib(after),
-    );
-    assert_eq!(
-        ok + refused,
-        fetches,
-        "every fetch is answered 200, or 429 with Retry-After: {answered:?}"
-    );
-    assert!(ok > 0, "some fetches are answered");
+    let alone = fetch(http.clone(), url.clone()).await;
+    assert_eq!(alone.status, 200);
     assert!(
-        peak <= bound,
-        "peak RSS {:.0} MiB is over before + budget + cache + slack = {:.0} MiB",
-        mib(peak),
-        mib(bound)
+        alone.len > (ENTRIES * RECORDS * RECORD) as u64,
+        "{} bytes",
+        alone.len
     );
-    drop(child);
+
+    let storm = Storm::run(&child, fetches, || fetch(http.clone(), url.clone())).await;
+    storm.judge(
+        &format!("{fetches} fetches of 64 MiB, answer budget {budget_text}"),
+        |a| a.status == 200,
+        budget + CACHE + SLACK,
+        "budget + cache + slack",
+    );
 }
 
 /// The size of each large body: under the broker's 64 MiB limit, as an attacker's
 /// would be.
 const BODY: usize = 60 << 20;
 
-/// One read-only fetch whose body is `body`; its status and whether a refusal carries
-/// `Retry-After`.
-async fn send_body(http: reqwest::Client, url: String, body: axum::body::Bytes) -> (u16, bool) {
+/// One read-only fetch whose body is `body`.
+async fn send_body(http: reqwest::Client, url: String, body: axum::body::Bytes) -> Answer {
     let res = http
         .post(format!("{url}/api/v1/fetch"))
         .header("content-type", "application/json")
@@ -207,10 +276,7 @@ async fn send_body(http: reqwest::Client, url: String, body: axum::body::Bytes) 
         .send()
         .await
         .expect("the broker answers");
-    let status = res.status().as_u16();
-    let retry_after = res.headers().contains_key("retry-after");
-    res.bytes().await.expect("the body arrives");
-    (status, retry_after)
+    answer(res).await
 }
 
 /// The other half of the probe's memory: request bodies. Each is read whole before it
@@ -220,22 +286,9 @@ async fn send_body(http: reqwest::Client, url: String, body: axum::body::Bytes) 
 /// `QUEEN_MEMORY_BODY_BUDGET` (`192MiB`) change the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_large_bodies_stay_within_the_body_budget() {
-    if !std::path::Path::new("/proc/self/status").exists() {
-        panic!("this test reads /proc/<pid>/status: run it on Linux");
-    }
-    let bodies: usize = std::env::var("QUEEN_MEMORY_BODIES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(48);
-    let budget_text = std::env::var("QUEEN_MEMORY_BODY_BUDGET").unwrap_or_else(|_| "192MiB".into());
-    let budget = parse_size(&budget_text);
-    let dir = tempfile::tempdir().unwrap();
-    let (child, url) = start(
-        &dir.path().join("queen.redb"),
-        &["--body-budget", &budget_text],
-    )
-    .await;
-    let pid = child.id().expect("a running broker");
+    let bodies = count_from_env("QUEEN_MEMORY_BODIES", 48);
+    let (budget_text, budget) = size_from_env("QUEEN_MEMORY_BODY_BUDGET", "192MiB");
+    let (_dir, child, url) = broker_with("--body-budget", &budget_text).await;
     let http = reqwest::Client::new();
 
     // 60 MiB that the broker reads whole and then refuses (400: the body is not a JSON
@@ -244,61 +297,30 @@ async fn concurrent_large_bodies_stay_within_the_body_budget() {
     let mut body = b"[".to_vec();
     body.resize(BODY, b' ');
     let body = axum::body::Bytes::from(body);
-    let (status, _) = send_body(http.clone(), url.clone(), body.clone()).await;
-    assert_eq!(status, 400, "a large body alone is read and judged");
+    let alone = send_body(http.clone(), url.clone(), body.clone()).await;
+    assert_eq!(alone.status, 400, "a large body alone is read and judged");
 
-    let before = status_bytes(pid, "VmRSS:");
-    let started = Instant::now();
-    let all: Vec<_> = (0..bodies)
-        .map(|_| tokio::spawn(send_body(http.clone(), url.clone(), body.clone())))
-        .collect();
-    let mut answered = Vec::new();
-    for f in all {
-        answered.push(f.await.unwrap());
-    }
-    let took = started.elapsed();
-    let peak = status_bytes(pid, "VmHWM:");
-    let after = status_bytes(pid, "VmRSS:");
-    let ok = answered.iter().filter(|(s, _)| *s == 400).count();
-    let refused = answered.iter().filter(|(s, ra)| *s == 429 && *ra).count();
-    let bound = before + budget + CACHE + SLACK;
-    println!(
-        "{bodies} fetches with a {} MiB body, body budget {budget_text}: {ok} read and answered 400, \
-         {refused} 429 with Retry-After, in {:.1} s; broker RSS {:.0} MiB before, peak {:.0} \
-         MiB (bound {:.0} MiB), {:.0} MiB after",
-        BODY >> 20,
-        took.as_secs_f64(),
-        mib(before),
-        mib(peak),
-        mib(bound),
-        mib(after),
+    let storm = Storm::run(&child, bodies, || {
+        send_body(http.clone(), url.clone(), body.clone())
+    })
+    .await;
+    storm.judge(
+        &format!(
+            "{bodies} fetches with a {} MiB body, body budget {budget_text} (served: read and answered 400)",
+            BODY >> 20
+        ),
+        |a| a.status == 400,
+        budget + CACHE + SLACK,
+        "body budget + cache + slack",
     );
-    assert_eq!(
-        ok + refused,
-        bodies,
-        "every body is read and judged (400), or refused 429 with Retry-After: {answered:?}"
-    );
-    assert!(ok > 0, "some bodies are read");
-    assert!(
-        peak <= bound,
-        "peak RSS {:.0} MiB is over before + body budget + cache + slack = {:.0} MiB",
-        mib(peak),
-        mib(bound)
-    );
-    drop(child);
 }
 
 /// The size of the large message whose detail is read.
 const DETAIL: usize = 30 << 20;
 
-/// One `GET` of a message's detail; its status, whether a refusal carries
-/// `Retry-After`, and the answer's length.
-async fn detail(http: reqwest::Client, url: String) -> (u16, bool, u64) {
-    let res = http.get(url).send().await.expect("the broker answers");
-    let status = res.status().as_u16();
-    let retry_after = res.headers().contains_key("retry-after");
-    let body = res.bytes().await.expect("the body arrives");
-    (status, retry_after, body.len() as u64)
+/// One `GET` of a message's detail.
+async fn detail(http: reqwest::Client, url: String) -> Answer {
+    answer(http.get(url).send().await.expect("the broker answers")).await
 }
 
 /// The answers that are sent whole (listings, a message's detail, a state read) share
@@ -307,27 +329,15 @@ async fn detail(http: reqwest::Client, url: String) -> (u16, bool, u64) {
 /// 48 × 90 MiB; under the budget they wait for room (or are answered 429 with
 /// `Retry-After`). Before a read has charged the message it holds it once stored and
 /// once decoded, so the bound has a term for the reads running at once
-/// (`engine::concurrent_reads`): without that limit this run took the broker from 190 to
-/// 2,150 MiB; with it the peak was 539 and 630 MiB in two runs. `QUEEN_MEMORY_DETAILS`
-/// (48) and `QUEEN_MEMORY_BUDGET` (`192MiB`) change the run.
+/// (`engine::concurrent_reads`): before the budget covered details this run took the
+/// broker from 187 to 4,331 MiB, with it but without that limit to 2,150 MiB; with both
+/// the peak was 538 to 630 MiB over four runs. `QUEEN_MEMORY_DETAILS` (48) and
+/// `QUEEN_MEMORY_BUDGET` (`192MiB`) change the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_large_message_details_stay_within_the_answer_budget() {
-    if !std::path::Path::new("/proc/self/status").exists() {
-        panic!("this test reads /proc/<pid>/status: run it on Linux");
-    }
-    let reads: usize = std::env::var("QUEEN_MEMORY_DETAILS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(48);
-    let budget_text = std::env::var("QUEEN_MEMORY_BUDGET").unwrap_or_else(|_| "192MiB".into());
-    let budget = parse_size(&budget_text);
-    let dir = tempfile::tempdir().unwrap();
-    let (child, url) = start(
-        &dir.path().join("queen.redb"),
-        &["--answer-budget", &budget_text],
-    )
-    .await;
-    let pid = child.id().expect("a running broker");
+    let reads = count_from_env("QUEEN_MEMORY_DETAILS", 48);
+    let (budget_text, budget) = size_from_env("QUEEN_MEMORY_BUDGET", "192MiB");
+    let (_dir, child, url) = broker_with("--answer-budget", &budget_text).await;
     let http = reqwest::Client::new();
 
     let payload = "x".repeat(DETAIL - 2);
@@ -353,56 +363,21 @@ async fn concurrent_large_message_details_stay_within_the_answer_budget() {
         .to_string();
     let target = format!("{url}/api/v1/messages/{partition}/large-1");
     // One read alone answers the payload twice, whatever the budget.
-    let (status, _, alone) = detail(http.clone(), target.clone()).await;
-    assert_eq!(status, 200);
-    assert!(alone > 2 * DETAIL as u64, "{alone} bytes");
+    let alone = detail(http.clone(), target.clone()).await;
+    assert_eq!(alone.status, 200);
+    assert!(alone.len > 2 * DETAIL as u64, "{} bytes", alone.len);
 
-    let before = status_bytes(pid, "VmRSS:");
-    let started = Instant::now();
-    let all: Vec<_> = (0..reads)
-        .map(|_| tokio::spawn(detail(http.clone(), target.clone())))
-        .collect();
-    let mut answered = Vec::new();
-    for f in all {
-        answered.push(f.await.unwrap());
-    }
-    let took = started.elapsed();
-    let peak = status_bytes(pid, "VmHWM:");
-    let after = status_bytes(pid, "VmRSS:");
-    let ok = answered
-        .iter()
-        .filter(|(s, _, n)| *s == 200 && *n == alone)
-        .count();
-    let refused = answered
-        .iter()
-        .filter(|(s, ra, _)| *s == 429 && *ra)
-        .count();
+    let storm = Storm::run(&child, reads, || detail(http.clone(), target.clone())).await;
     // Each read running holds the message it is looking at (stored and decoded) before
     // it can charge it: README's bound has that term, at most `concurrent_reads` of them.
     let looking = queen_mock_broker::engine::concurrent_reads() as u64 * 2 * DETAIL as u64;
-    let bound = before + budget + looking + CACHE + SLACK;
-    println!(
-        "{reads} reads of a {} MiB message's detail, answer budget {budget_text}: {ok} answered \
-         200 whole, {refused} 429 with Retry-After, in {:.1} s; broker RSS {:.0} MiB before, \
-         peak {:.0} MiB (bound {:.0} MiB), {:.0} MiB after",
-        DETAIL >> 20,
-        took.as_secs_f64(),
-        mib(before),
-        mib(peak),
-        mib(bound),
-        mib(after),
+    storm.judge(
+        &format!(
+            "{reads} reads of a {} MiB message's detail, answer budget {budget_text} (served: 200, whole)",
+            DETAIL >> 20
+        ),
+        |a| a.status == 200 && a.len == alone.len,
+        budget + looking + CACHE + SLACK,
+        "budget + reads in flight + cache + slack",
     );
-    assert_eq!(
-        ok + refused,
-        reads,
-        "every read is answered whole, or refused 429 with Retry-After: {answered:?}"
-    );
-    assert!(ok > 0, "some reads are answered");
-    assert!(
-        peak <= bound,
-        "peak RSS {:.0} MiB is over before + budget + reads in flight + cache + slack = {:.0} MiB",
-        mib(peak),
-        mib(bound)
-    );
-    drop(child);
 }

@@ -404,19 +404,9 @@ async fn leases_and_long_polls_are_clamped_to_the_brokers_bounds() {
 /// delivery, nothing skipped.
 #[tokio::test]
 async fn a_pop_over_the_answer_budget_delivers_and_leases_only_what_fits() {
-    let clock = queen_mock_broker::ManualClock::new();
-    let broker = queen_mock_broker::MockBroker::builder()
-        .clock(clock.clone())
-        .answer_budget(3 << 20)
-        .start()
-        .await
-        .unwrap();
-    let h = Harness::with(broker, clock);
+    let h = Harness::with_answer_budget(3 << 20).await;
     // Six messages of 1 MiB: each costs twice its size in the budget, so about one fits.
-    let big = "x".repeat((1 << 20) - 2);
-    for i in 0..6 {
-        h.push_one("q", "p", &format!("m{i}"), json!(big)).await;
-    }
+    h.push_mib("q", "p", 6).await;
     let mut seen = Vec::new();
     let mut rounds = 0;
     while seen.len() < 6 {
@@ -440,17 +430,8 @@ async fn a_pop_over_the_answer_budget_delivers_and_leases_only_what_fits() {
 
     // A budget smaller than one message: it comes alone, every time, and autoAck
     // commits only what was answered.
-    let clock = queen_mock_broker::ManualClock::new();
-    let small = queen_mock_broker::MockBroker::builder()
-        .clock(clock.clone())
-        .answer_budget(256 << 10)
-        .start()
-        .await
-        .unwrap();
-    let h = Harness::with(small, clock);
-    for i in 0..3 {
-        h.push_one("q", "p", &format!("m{i}"), json!(big)).await;
-    }
+    let h = Harness::with_answer_budget(256 << 10).await;
+    h.push_mib("q", "p", 3).await;
     for i in 0..3 {
         let got = h.pop("/api/v1/pop/queue/q?batch=10&autoAck=true").await;
         assert_eq!(

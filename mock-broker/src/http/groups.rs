@@ -286,11 +286,7 @@ pub const MAX_GROUP_PAGE: i64 = 10_000;
 /// ([`super::resources::listing_page`]; a page shorter than `pageSize` is the last)
 /// **(ours)**. Charged to the broker's answer budget while built and sent.
 pub async fn list(s: Caller, params: Params) -> Result<Response, ApiError> {
-    let page =
-        super::resources::listing_page(&params, MAX_GROUP_PAGE)?.map_or(Page::ALL, |p| Page {
-            offset: p.offset,
-            limit: p.limit,
-        });
+    let page = super::resources::listing_page(&params, MAX_GROUP_PAGE)?.unwrap_or(Page::ALL);
     let Charged {
         value: (groups, now),
         held,

@@ -112,11 +112,11 @@ pub const MAX_QUEUE_PAGE: i64 = 10_000;
 /// `pageOffset`; `None` when it names neither, for every row. Not `limit`/`offset`:
 /// Queen 2 answers these listings whole and ignores those, and the official client's
 /// tests send `?limit=500` and then look for their queue among all of them.
-pub(super) fn listing_page(p: &Params, max: i64) -> Result<Option<Pagination>, ApiError> {
+pub(super) fn listing_page(p: &Params, max: i64) -> Result<Option<Page>, ApiError> {
     if p.get("pageSize").is_none() && p.get("pageOffset").is_none() {
         return Ok(None);
     }
-    Ok(Some(Pagination {
+    Ok(Some(Page {
         limit: p.int("pageSize", max, 1, max)? as usize,
         offset: p.int("pageOffset", 0, 0, i64::MAX)? as usize,
     }))
@@ -129,15 +129,11 @@ pub(super) fn listing_page(p: &Params, max: i64) -> Result<Option<Pagination>, A
 /// sent, so that many large listings at once wait for room (then 429) rather than
 /// grow the broker's memory without bound.
 pub async fn list(s: Caller, p: Params) -> Result<Response, ApiError> {
-    let pagination = listing_page(&p, MAX_QUEUE_PAGE)?;
-    let page = pagination.as_ref().map_or(Page::ALL, |p| Page {
-        offset: p.offset,
-        limit: p.limit,
-    });
+    let page = listing_page(&p, MAX_QUEUE_PAGE)?;
     let scan = QueueScan {
         measure: Measure::Full,
         filter: Filter::default(),
-        page,
+        page: page.unwrap_or(Page::ALL),
         partitions: Page::NONE,
     };
     let Charged {
@@ -147,7 +143,7 @@ pub async fn list(s: Caller, p: Params) -> Result<Response, ApiError> {
     let body = QueueList {
         queues: listing.rows.iter().map(QueueRow::of).collect(),
         total: listing.total,
-        pagination,
+        pagination: page.map(Into::into),
     };
     Ok(json_holding(&body, held))
 }
@@ -243,10 +239,7 @@ pub async fn detail(
         retained_bytes: q.retained_bytes,
         partitions: q.partitions.iter().map(Into::into).collect(),
         partitions_total: q.partition_count,
-        pagination: Pagination {
-            limit: page.limit,
-            offset: page.offset,
-        },
+        pagination: page.into(),
     };
     Ok(AxumJson(body).into_response())
 }

@@ -330,10 +330,7 @@ pub async fn status_queue(
             })
             .collect(),
         partitions_total: q.partition_count,
-        pagination: Pagination {
-            limit: page.limit,
-            offset: page.offset,
-        },
+        pagination: page.into(),
         totals: DetailTotals {
             messages: MessageCounts::of(totals, 0),
             flat: MessageCounts::of(totals, 0),

@@ -40,6 +40,30 @@ impl Harness {
         Self::with(broker, clock.clone())
     }
 
+    /// An in-memory broker whose answer budget (`--answer-budget`) is `bytes`, on a
+    /// clock that moves only when told.
+    pub async fn with_answer_budget(bytes: u64) -> Self {
+        let clock = ManualClock::new();
+        let broker = MockBroker::builder()
+            .clock(clock.clone())
+            .answer_budget(bytes)
+            .start()
+            .await
+            .expect("broker starts");
+        Self::with(broker, clock)
+    }
+
+    /// Pushes `count` messages of about 1 MiB each to `queue`/`partition`, with the
+    /// transaction ids `m0`, `m1`...; answers the payload they carry.
+    pub async fn push_mib(&self, queue: &str, partition: &str, count: usize) -> String {
+        let big = "x".repeat((1 << 20) - 2);
+        for i in 0..count {
+            self.push_one(queue, partition, &format!("m{i}"), json!(big))
+                .await;
+        }
+        big
+    }
+
     /// Wraps an already started broker.
     pub fn with(broker: MockBroker, clock: ManualClock) -> Self {
         Harness {

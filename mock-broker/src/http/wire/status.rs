@@ -323,6 +323,15 @@ pub struct Pagination {
     pub offset: usize,
 }
 
+impl From<crate::engine::resources::Page> for Pagination {
+    fn from(p: crate::engine::resources::Page) -> Self {
+        Pagination {
+            limit: p.limit,
+            offset: p.offset,
+        }
+    }
+}
+
 /// Short counts of a queue row.
 #[derive(Serialize)]
 pub struct ShortCounts {
