@@ -1,6 +1,8 @@
 //! End to end against the in-process reference broker: the worker runtime
 //! (`Client::worker`) and the consume stream that never stops by itself.
 
+mod quick;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,8 +12,8 @@ use futures::StreamExt;
 use queen_mock_broker::auth::{Auth, Role};
 use queen_mock_broker::{ManualClock, MockBroker};
 use queen_sdk::{
-    Client, DlqQuery, Error, ErrorKind, Outcome, PushItem, QueueOptions, RetryPolicy, StartAt,
-    Stopped, Summary, TransactionBuilder, Ttl, Worker, WorkerError, WorkerErrorKind,
+    Client, DlqQuery, Error, ErrorKind, Outcome, PushItem, QueueOptions, StartAt, Stopped, Summary,
+    TransactionBuilder, Ttl, Worker, WorkerError, WorkerErrorKind,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, oneshot};
@@ -24,15 +26,7 @@ struct Job {
 
 /// A client with quick retries, so a test's failures are retried within milliseconds.
 fn client(broker: &MockBroker) -> Client {
-    Client::builder()
-        .url(broker.url())
-        .retry(
-            RetryPolicy::default()
-                .min_delay(Duration::from_millis(10))
-                .max_delay(Duration::from_millis(50)),
-        )
-        .build()
-        .unwrap()
+    quick::client(broker, None)
 }
 
 async fn push(client: &Client, queue: &str, partition: &str, payloads: &[serde_json::Value]) {

@@ -2,6 +2,8 @@
 //! process with a growing wait before its message is acked `failed`
 //! (`Worker::retry_handler`), and the broker's redelivery at once that makes it needed.
 
+mod quick;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,18 +22,9 @@ struct Payment {
     order: String,
 }
 
-/// A client with quick retries of its calls, so a test's failed calls are retried
-/// within milliseconds (the handler's own policy is each test's).
+/// A client with quick retries of its calls (the handler's own policy is each test's).
 fn client(broker: &MockBroker) -> Client {
-    Client::builder()
-        .url(broker.url())
-        .retry(
-            RetryPolicy::default()
-                .min_delay(Duration::from_millis(10))
-                .max_delay(Duration::from_millis(50)),
-        )
-        .build()
-        .unwrap()
+    quick::client(broker, None)
 }
 
 async fn push(client: &Client, queue: &str, orders: &[&str]) {

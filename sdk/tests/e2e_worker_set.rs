@@ -2,6 +2,8 @@
 //! under one shutdown signal (`WorkerSet`, a `CancellationToken`), stopped together,
 //! and all stopped when one fails.
 
+mod quick;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -9,20 +11,11 @@ use std::time::Duration;
 use queen_mock_broker::MockBroker;
 use queen_mock_broker::auth::{Auth, Role};
 use queen_sdk::{
-    CancellationToken, Client, PushItem, RetryPolicy, StartAt, Stopped, WorkerErrorKind, WorkerSet,
+    CancellationToken, Client, PushItem, StartAt, Stopped, WorkerErrorKind, WorkerSet,
 };
 
 fn client(broker: &MockBroker, token: &str) -> Client {
-    Client::builder()
-        .url(broker.url())
-        .token(token)
-        .retry(
-            RetryPolicy::default()
-                .min_delay(Duration::from_millis(10))
-                .max_delay(Duration::from_millis(50)),
-        )
-        .build()
-        .unwrap()
+    quick::client(broker, Some(token))
 }
 
 async fn broker() -> MockBroker {
