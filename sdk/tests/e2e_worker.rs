@@ -1445,3 +1445,36 @@ async fn a_refusal_whose_handler_fails_is_still_counted_refused() {
     );
     broker.shutdown().await;
 }
+
+/// A worker's first call (the queue's dedup window, before its first pop) does not
+/// hold up its shutdown: against a broker that takes connections and never answers,
+/// a worker told to stop stops at once, without waiting out its retry deadline.
+#[tokio::test]
+async fn a_worker_told_to_stop_before_its_broker_answers_stops_at_once() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((conn, _)) = silent.accept().await {
+            open.push(conn);
+        }
+    });
+    let client = Client::builder().url(url).build().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let worker = tokio::spawn(client.worker::<Job>("jobs").run(
+        |_d, step| async move { Ok::<_, String>(step) },
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.send(()).unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(2), worker)
+        .await
+        .expect("the worker stops within 2 s of being told")
+        .unwrap()
+        .expect("a stop is not an error");
+    assert!(matches!(summary.stopped, Stopped::Shutdown));
+    assert_eq!(summary.processed, 0);
+    held.abort();
+}

@@ -77,9 +77,20 @@ pub(crate) async fn run<T: DeserializeOwned + Send + 'static>(
     let mut stopped = Ok(Stopped::Shutdown);
     // Until idle: a pop found nothing while lanes ran; pop again once one ends.
     let mut await_lane = false;
-    shared.horizon.learn(&client, &queue).await;
-    tracing::info!(%queue, concurrency, "worker started");
+    // The first call to the broker (the queue's dedup window): a worker told to stop
+    // meanwhile stops without waiting for a slow or absent broker's answer.
+    let learned = tokio::select! {
+        biased;
+        () = &mut shutdown => false,
+        () = shared.horizon.learn(&client, &queue) => true,
+    };
+    if learned {
+        tracing::info!(%queue, concurrency, "worker started");
+    }
     loop {
+        if !learned {
+            break;
+        }
         // One pop at a time, and only with room for the batch it brings.
         if polling.is_none()
             && lanes.len() < concurrency
