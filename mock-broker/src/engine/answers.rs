@@ -106,7 +106,9 @@ impl AnswerBudget {
         let units = bytes
             .max(STEP)
             .div_ceil(UNIT)
-            .min(Semaphore::MAX_PERMITS as u64);
+            .min(Semaphore::MAX_PERMITS as u64)
+            // So that `bytes()` fits in a u64 (an unbounded budget is `u64::MAX`).
+            .min(u64::MAX / UNIT);
         AnswerBudget {
             sem: Arc::new(Semaphore::new(units as usize)),
             units,
@@ -403,5 +405,14 @@ mod tests {
         all.charge_whole(5 << 20)
             .expect("the whole budget goes on alone");
         assert_eq!(all.bytes(), 6 << 20);
+    }
+
+    #[test]
+    fn an_unbounded_budget_counts_its_bytes_without_overflow() {
+        let budget = AnswerBudget::new(u64::MAX);
+        assert!(budget.bytes() > 1 << 60);
+        let mut all = budget.empty();
+        assert!(all.try_charge(1 << 40));
+        assert!(!all.holds_all());
     }
 }

@@ -9,7 +9,7 @@
 use redb::Database;
 
 use super::Engine;
-use super::answers::{self, Held};
+use super::answers::{self, Held, Starved};
 use super::push::{Appended, NewMessage, append};
 use crate::error::EngineError;
 use crate::store::keys::Key;
@@ -38,37 +38,18 @@ pub struct DlqPage {
     pub total: usize,
 }
 
-/// How a read of the listing ended.
-#[derive(Debug)]
-pub enum DlqRead {
-    /// The whole page, its records charged to the answer budget.
-    Page(DlqPage),
-    /// The answer budget had no room for the whole page, which costs this much
-    /// ([`answers::record_cost`] of each record): wait for that much room and read
-    /// again. A page is answered whole or not at all: a client pages on by `limit`,
-    /// so a short page would make it skip records.
-    NoRoom(u64),
-}
-
-/// A page of the listing and the room its records hold in the broker's answer budget
-/// ([`Engine::dlq`]); keep `held` until the answer has been sent.
-#[derive(Debug)]
-pub struct DlqListed {
-    /// The page.
-    pub page: DlqPage,
-    /// The room its records hold.
-    pub held: Held,
-}
-
 /// Lists dead letters from the last committed state; never waits on the writer. Each
-/// record of the page is charged to `held` ([`answers::record_cost`]; a page that
-/// costs more than the whole budget is answered alone, holding all of it).
+/// record of the page is charged to `held` ([`Held::charge_whole`], of
+/// [`answers::record_cost`]). A page is answered whole or not at all (a client pages on
+/// by `limit`, so a short page would make it skip records): when the budget has no room
+/// for all of it, `Err(Starved)` with the whole page's cost, to wait for before
+/// reading again.
 pub fn list(
     db: &Database,
     tenant: &str,
     q: &DlqQuery,
     held: &mut Held,
-) -> Result<DlqRead, StoreError> {
+) -> Result<Result<DlqPage, Starved>, StoreError> {
     let reader = Reader::begin(db)?;
     let prefix = Key::tenant(tenant).into_bytes();
     let mut page = DlqPage::default();
@@ -83,7 +64,7 @@ pub fn list(
             if page.total >= q.offset && page.total - q.offset < q.limit {
                 let n = answers::record_cost(v.len());
                 cost += n;
-                short = short || !(held.try_charge(n) || held.holds_all());
+                short = short || held.charge_whole(n).is_err();
                 if !short {
                     page.records.push(rec);
                 }
@@ -92,11 +73,7 @@ pub fn list(
         }
         Ok(true)
     })?;
-    Ok(if short {
-        DlqRead::NoRoom(cost)
-    } else {
-        DlqRead::Page(page)
-    })
+    Ok(if short { Err(Starved(cost)) } else { Ok(page) })
 }
 
 /// Drops a deleted queue's dead letters.

@@ -998,28 +998,17 @@ impl Engine {
     }
 
     /// Lists dead letters from the last commit, without waiting on the writer. The
-    /// page's records are charged to the broker's answer budget ([`dlq::list`]): when
-    /// it has no room for all of them, the call waits for room
-    /// ([`answers::AnswerBudget::acquire`]) and reads again, and is refused with
-    /// [`EngineError::AnswersBusy`] if none comes.
-    pub async fn dlq(&self, tenant: &str, q: dlq::DlqQuery) -> Result<dlq::DlqListed, EngineError> {
-        let q = Arc::new(q);
-        let answers = self.answer_budget();
-        let mut room = answers.empty();
-        loop {
-            let (t, query) = (tenant.to_string(), q.clone());
-            let mut held = std::mem::replace(&mut room, answers.empty());
-            let (read, held) = self
-                .read(move |db, _| dlq::list(db, &t, &query, &mut held).map(|r| (r, held)))
-                .await?;
-            match read {
-                dlq::DlqRead::Page(page) => return Ok(dlq::DlqListed { page, held }),
-                dlq::DlqRead::NoRoom(cost) => {
-                    drop(held);
-                    room = answers.acquire(cost).await?;
-                }
-            }
-        }
+    /// page's records are charged to the broker's answer budget ([`dlq::list`]), and
+    /// the page is answered whole ([whole reads](answers#whole-answers)): keep `held`
+    /// until the answer has been sent.
+    pub async fn dlq(
+        &self,
+        tenant: &str,
+        q: dlq::DlqQuery,
+    ) -> Result<answers::Charged<dlq::DlqPage>, EngineError> {
+        let tenant = tenant.to_string();
+        self.read_whole(move |db, _, held| dlq::list(db, &tenant, &q, held))
+            .await
     }
 }
 

@@ -23,7 +23,7 @@ use super::extract::{Json, Params, PathParams};
 use super::{AppState, Caller};
 use crate::clock::{Micros, format_iso, parse_iso};
 use crate::engine::answers::Charged;
-use crate::engine::dlq::{DlqListed, DlqQuery};
+use crate::engine::dlq::DlqQuery;
 use crate::engine::groups::{GroupOnQueue, SeekTo, SubscriptionMode};
 use crate::engine::resources::Page;
 
@@ -440,7 +440,7 @@ pub async fn dlq(s: Caller, params: Params) -> Result<Response, ApiError> {
         offset: params.int("offset", 0, 0, i64::MAX)? as usize,
     };
     let (limit, offset) = (q.limit, q.offset);
-    let DlqListed { page, held } = s.engine.dlq(s.tenant(), q).await?;
+    let Charged { value: page, held } = s.engine.dlq(s.tenant(), q).await?;
     let messages = page
         .records
         .iter()

@@ -275,10 +275,14 @@ impl Cli {
 /// let line = ReplayCommand::new("prove", &check, &Default::default()).to_string();
 /// assert!(line.contains("against the broker at http://127.0.0.1:6632"), "{line}");
 /// assert!(line.contains("timing may differ"), "{line}");
+/// // The command stands alone on its line, so that it can be pasted into a shell.
+/// assert!(line.lines().next().unwrap().ends_with("--replay 'none'"), "{line}");
 /// ```
 #[derive(Debug, Clone)]
 pub struct ReplayCommand {
     line: String,
+    /// Said on the next line: where a by-URL run ran, and that its timing may differ.
+    note: Option<String>,
 }
 
 impl ReplayCommand {
@@ -291,22 +295,26 @@ impl ReplayCommand {
     /// assert!(cmd.to_string().ends_with("--replay 'none'"));
     /// ```
     pub fn new(program: &str, check: &WorkerCheck, schedule: &Schedule) -> Self {
-        let mut line = format!("{program} --seed {:#x} --replay '{schedule}'", check.seed);
-        if let Some(remote) = &check.remote {
-            line.push_str(&format!(
-                " (against the broker at {}: by URL a run keeps real time, so the replay's \
+        let line = format!("{program} --seed {:#x} --replay '{schedule}'", check.seed);
+        let note = check.remote.as_ref().map(|remote| {
+            format!(
+                "(against the broker at {}: by URL a run keeps real time, so the replay's \
                  timing may differ from this run's and it may not fail the same way; in \
                  process a replay is exact)",
                 remote.url
-            ));
-        }
-        ReplayCommand { line }
+            )
+        });
+        ReplayCommand { line, note }
     }
 }
 
 impl fmt::Display for ReplayCommand {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "replay it: {}", self.line)
+        write!(f, "replay it: {}", self.line)?;
+        match &self.note {
+            Some(note) => write!(f, "\n  {note}"),
+            None => Ok(()),
+        }
     }
 }
 
