@@ -246,6 +246,21 @@ async fn once_on_a_key_the_step_also_writes_is_refused() {
     assert_op(&op, &["kv[1]", "putIfAbsent"]);
 }
 
+/// In an epoch a `once` marker writes `key@epoch`: a step that also writes that key
+/// writes it twice, and is refused as such; the plain key is then another key.
+#[tokio::test]
+async fn in_an_epoch_once_and_a_write_of_its_epoch_key_are_refused() {
+    let epoch = queen_sdk::Epoch::new("fix-1").unwrap();
+    let (op, rule) = refused(|t| {
+        t.epoch(&epoch)
+            .once("paid", "order-7", Ttl::days(1))
+            .kv(|k| k.put("paid", "order-7@fix-1", &1, Ttl::Forever))
+    })
+    .await;
+    assert_op(&op, &["kv[1]", "put"]);
+    assert!(rule.contains("order-7@fix-1"), "{rule}");
+}
+
 #[tokio::test]
 async fn the_same_key_in_two_namespaces_or_read_and_written_is_sent() {
     let body = accepted(|t| {

@@ -170,7 +170,21 @@ impl Gate {
     pub fn already_done(&self) -> bool {
         matches!(self.kind, GateKind::Once | GateKind::Step)
             && self.reason == KvReason::Exists
-            && self.lost_to().is_none()
+            && self.set_by_me()
+    }
+
+    /// Whether the marker is known to hold this step's own outcome: always for a marker
+    /// that claims none; for a [`once_as`](crate::TransactionBuilder::once_as) marker,
+    /// only when the broker sent the stored value and it is this step's. A refusal
+    /// without the value (a broker may leave out a large one) is not taken as done: the
+    /// step that lost a race would otherwise be settled as done and its other branch
+    /// (a refund) never run.
+    fn set_by_me(&self) -> bool {
+        match (&self.claimed, &self.value) {
+            (None, _) => true,
+            (Some(mine), Some(stored)) => stored == mine,
+            (Some(_), None) => false,
+        }
     }
 
     /// The outcome that won, when this step's [`once_as`](crate::TransactionBuilder::once_as)
@@ -178,7 +192,8 @@ impl Gate {
     /// differs from this step's. `None` for any other gate (a plain
     /// [`once`](crate::TransactionBuilder::once) claims no outcome), for a marker this
     /// step's own outcome set (it is [`already_done`](Gate::already_done)), and when the
-    /// broker did not send the stored value.
+    /// broker did not send the stored value (then the gate is not `already_done` either:
+    /// who won is unknown).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -258,5 +273,43 @@ impl fmt::Display for Gate {
             "{kind} {}/{} (kv[{}]) refused the step: {}",
             self.ns, self.key, self.index, self.reason
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn once_gate(claimed: Option<Value>, stored: Option<Value>) -> Gate {
+        Gate {
+            kind: GateKind::Once,
+            index: 0,
+            slot: 0,
+            ns: "outcome".into(),
+            key: "order-7".into(),
+            reason: KvReason::parse("exists"),
+            version: Some(1),
+            value: stored,
+            claimed,
+        }
+    }
+
+    #[test]
+    fn a_claimed_marker_is_done_only_when_the_broker_says_it_holds_this_outcome() {
+        let paid = || Some(Value::from("paid"));
+        let mine = once_gate(paid(), paid());
+        assert!(mine.already_done() && mine.lost_to().is_none());
+        let lost = once_gate(paid(), Some(Value::from("timed-out")));
+        assert!(!lost.already_done());
+        assert_eq!(lost.lost_to(), Some(&Value::from("timed-out")));
+        let unknown = once_gate(paid(), None);
+        assert!(
+            !unknown.already_done(),
+            "without the stored value, who won is unknown: not settled as done"
+        );
+        assert!(unknown.lost_to().is_none());
+        // A plain `once` claims nothing: done whatever the marker holds, or if unsaid.
+        assert!(once_gate(None, None).already_done());
+        assert!(once_gate(None, Some(Value::from("x"))).already_done());
     }
 }

@@ -307,11 +307,14 @@ impl TransactionBuilder {
                 kind: Some(k.name()),
             };
             let mut wire = k.checked_wire(&op)?;
-            if let Some(Some(key)) = once_keys.get(i) {
+            // In an epoch a `once` marker writes its epoch's key: that key is the one
+            // no other operation of the call may write.
+            let epoch_key = once_keys.get(i).and_then(Option::as_deref);
+            if let Some(key) = epoch_key {
                 validate::key(&op, key)?;
                 wire = wire.with_key(key);
             }
-            if let Some(key) = k.written_key()
+            if let Some(key) = epoch_key.or(k.written_key())
                 // One operation cannot repeat itself (and the set is not allocated).
                 && self.kv.len() > 1
                 && !written.insert((k.ns(), key))

@@ -44,6 +44,10 @@ pub(crate) struct Horizon {
     pub(crate) policy: PastWindow,
     /// The window as the broker states it, asked when the worker starts.
     learned: OnceCell<Option<Duration>>,
+    /// Whether a delivery past the window was logged at `warn` yet: once per worker,
+    /// then at `debug` (a replay of a million old messages is expected to meet it a
+    /// million times; [`crate::Summary::past_dedup_window`] counts them).
+    warned: std::sync::atomic::AtomicBool,
 }
 
 impl Horizon {
@@ -52,7 +56,13 @@ impl Horizon {
             declared,
             policy,
             learned: OnceCell::new(),
+            warned: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether this is the first delivery past the window the worker met.
+    pub(crate) fn first_past(&self) -> bool {
+        !self.warned.swap(true, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The queue's window: declared, or as the broker's queue detail states it, or

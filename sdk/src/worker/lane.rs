@@ -260,12 +260,18 @@ async fn one<T: DeserializeOwned + Send + 'static>(
     let settled = async {
         if let Some((age, window)) = lanes.horizon.past(&lanes.client, &raw).await {
             lanes.tally.add(|s| s.past_dedup_window += 1);
-            tracing::warn!(
-                age_secs = age.as_secs(),
-                window_secs = window.as_secs(),
-                policy = ?lanes.horizon.policy,
-                "the message is older than its queue's dedup window: a derived push id no longer proves a second run a duplicate"
-            );
+            let (age_secs, window_secs, policy) =
+                (age.as_secs(), window.as_secs(), lanes.horizon.policy);
+            if lanes.horizon.first_past() {
+                tracing::warn!(
+                    age_secs,
+                    window_secs,
+                    ?policy,
+                    "the message is older than its queue's dedup window: a derived push id no longer proves a second run a duplicate (said once; the summary counts them all)"
+                );
+            } else {
+                tracing::debug!(age_secs, window_secs, ?policy, "older than the dedup window");
+            }
             if lanes.horizon.policy == PastWindow::DeadLetter {
                 let reason = format!(
                     "older ({} s) than the queue's dedup window ({} s): not processed, so that it cannot be processed twice",
