@@ -51,9 +51,9 @@ pub(super) async fn run_charged(budget: AnswerBudget, req: Request, next: Next) 
     }
 }
 
-/// The body's declared length, when it declares one that is a number (the limit of
-/// 64 MiB was checked before: `declared_too_large`).
-fn declared_length(req: &Request) -> Option<u64> {
+/// The body's declared length, when it declares one that is a number (the gate checks
+/// it against the limit of 64 MiB first: `declared_too_large`).
+pub(super) fn declared_length(req: &Request) -> Option<u64> {
     req.headers()
         .get(header::CONTENT_LENGTH)?
         .to_str()

@@ -210,14 +210,7 @@ async fn admit_checked(s: &AppState, req: Request, next: Next) -> Response {
 /// the body is left unread on it. A chunked body has no declared length (hyper does not
 /// show a chunk's size): it is refused as soon as the bytes read pass the limit.
 fn declared_too_large(req: &Request) -> Option<Response> {
-    let declared: u64 = req
-        .headers()
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
+    let declared = bodies::declared_length(req)?;
     if declared <= extract::MAX_BODY_BYTES as u64 {
         return None;
     }

@@ -344,13 +344,7 @@ impl WorkerCheck {
         for (ns, key) in &broker.resets.kv_keys {
             keys.add(ns, key);
         }
-        self.remote = Some(Arc::new(Remote {
-            url: broker.url.clone(),
-            broker,
-            told: AtomicBool::new(false),
-            keys,
-            claimed: AtomicBool::new(false),
-        }));
+        self.remote = Some(Arc::new(Remote::new(broker, keys)));
         self
     }
 
@@ -358,13 +352,10 @@ impl WorkerCheck {
     /// ([`Broker::allow_reset`]); in process, unchanged.
     pub(crate) fn allowing_reset(mut self) -> Self {
         if let Some(r) = &self.remote {
-            self.remote = Some(Arc::new(Remote {
-                url: r.url.clone(),
-                broker: r.broker.clone().allow_reset(),
-                told: AtomicBool::new(false),
-                keys: Arc::clone(&r.keys),
-                claimed: AtomicBool::new(false),
-            }));
+            self.remote = Some(Arc::new(Remote::new(
+                r.broker.clone().allow_reset(),
+                Arc::clone(&r.keys),
+            )));
         }
         self
     }
@@ -386,6 +377,17 @@ pub(crate) struct Remote {
 }
 
 impl Remote {
+    /// A remote of `broker` that has printed nothing and claimed nothing yet.
+    fn new(broker: Broker, keys: Arc<KnownKeys>) -> Remote {
+        Remote {
+            url: broker.url.clone(),
+            broker,
+            told: AtomicBool::new(false),
+            keys,
+            claimed: AtomicBool::new(false),
+        }
+    }
+
     fn client(&self, agent: &str, url: &str, spec: &RunSpec) -> Result<Client, String> {
         let mut b = Client::builder()
             .url(url)
