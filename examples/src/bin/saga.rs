@@ -98,6 +98,20 @@ async fn main() -> anyhow::Result<()> {
     result.context("the saga did not finish in time")?
 }
 
+/// Pushes a payment result of `cents` for `order`.
+async fn pay(client: &Client, n: &Names, order: &str, cents: u64) -> anyhow::Result<()> {
+    client
+        .push(vec![PushItem::new(
+            &n.payment_results,
+            &PaymentResult {
+                order: order.into(),
+                cents,
+            },
+        )])
+        .await?;
+    Ok(())
+}
+
 async fn run(env: &Env) -> anyhow::Result<()> {
     let client = env.client().clone();
     let n = Names::new(env);
@@ -108,15 +122,7 @@ async fn run(env: &Env) -> anyhow::Result<()> {
     };
 
     // o-1's payment result arrives before its order: its saga row is not there yet.
-    client
-        .push(vec![PushItem::new(
-            &n.payment_results,
-            &PaymentResult {
-                order: "o-1".into(),
-                cents: 1250,
-            },
-        )])
-        .await?;
+    pay(&client, &n, "o-1", 1250).await?;
     let shutdown = CancellationToken::new();
     let early = Arc::new(Notify::new());
     let mut workers = WorkerSet::new(shutdown.child_token());
@@ -156,18 +162,12 @@ async fn run(env: &Env) -> anyhow::Result<()> {
         )
         .await?;
     // o-2 is paid in time.
-    client
-        .push(vec![PushItem::new(
-            &n.payment_results,
-            &PaymentResult {
-                order: "o-2".into(),
-                cents: 990,
-            },
-        )])
-        .await?;
+    pay(&client, &n, "o-2", 990).await?;
+    // o-3 first: against a real broker its timeout fires 3 s after its saga starts,
+    // and o-1's retried payment may take longer than that.
+    wait_for_state(&client, &n, "o-3", "awaiting-payment").await?;
     wait_for_state(&client, &n, "o-1", "paid").await?;
     wait_for_state(&client, &n, "o-2", "paid").await?;
-    wait_for_state(&client, &n, "o-3", "awaiting-payment").await?;
     println!(
         "sagas: o-1 paid (its payment result came first and was retried), o-2 paid, o-3 awaiting payment"
     );
@@ -178,15 +178,7 @@ async fn run(env: &Env) -> anyhow::Result<()> {
     }
     wait_for_state(&client, &n, "o-3", "timed-out").await?;
     // ...and then it does: the payment lost the race and is refunded.
-    client
-        .push(vec![PushItem::new(
-            &n.payment_results,
-            &PaymentResult {
-                order: "o-3".into(),
-                cents: 4000,
-            },
-        )])
-        .await?;
+    pay(&client, &n, "o-3", 4000).await?;
     wait_for_count(&client, &n.refunds, 1).await?;
     println!("sagas: o-3 timed out; its late payment lost to the timeout and was refunded");
 
